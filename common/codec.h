@@ -1,0 +1,136 @@
+// Encoding and decoding of wire messages (common/protocol.capnp), kept behind plain C++ types
+// so that no other translation unit includes Cap'n Proto headers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "metric.h"
+
+namespace fructosa {
+
+// Every message carries it; a master drops messages of another version (and says so).
+inline constexpr std::uint16_t kProtocolVersion = 1;
+
+// Largest message either side accepts; bigger ones are garbage or an attack.
+inline constexpr std::size_t kMaxMessageBytes = 64u << 20;
+
+using Bytes = std::string;  // an encoded message (binary)
+
+// A message that is not a valid fructosa message (garbage, truncated, other version, an index
+// outside the sender's dictionary). The receiver logs it with the peer and drops it.
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class MessageType { hello, dictionary, batch, heartbeat, ack, resync };
+std::string_view to_string(MessageType type);
+
+struct SensorDescription {
+  std::string name;
+  std::string description;
+};
+
+struct SeriesDescription {
+  std::uint32_t sensor = 0;  // index into the sensor dictionary
+  std::string key;
+  MetricInfo info;
+};
+
+struct DictionaryUpdate {
+  std::uint32_t first_sensor = 0;
+  std::vector<SensorDescription> sensors;
+  std::uint32_t first_series = 0;
+  std::vector<SeriesDescription> series;
+};
+
+// A sample as it travels: sensor and series are dictionary indices.
+struct WireSample {
+  std::uint32_t sensor = 0;
+  std::int64_t time_ns = 0;
+  std::uint64_t job = 0;
+  std::vector<std::uint32_t> series;
+  std::vector<double> values;
+  std::vector<Label> labels;
+};
+
+// One decoded message; only the members of its type are filled.
+struct Message {
+  MessageType type = MessageType::heartbeat;
+  std::string host;             // hello
+  std::uint64_t session = 0;    // hello
+  std::string agent_version;    // hello
+  DictionaryUpdate dictionary;  // dictionary
+  std::uint64_t sequence = 0;   // batch, ack, heartbeat (last sent)
+  std::vector<WireSample> samples;  // batch
+  std::int64_t time_ns = 0;     // heartbeat
+  std::string reason;           // resync
+};
+
+// Throws ProtocolError. Copes with any alignment of `data`.
+Message decode(const void* data, std::size_t size);
+
+Bytes encode_hello(const std::string& host, std::uint64_t session, const std::string& agent_version);
+Bytes encode_heartbeat(std::int64_t time_ns, std::uint64_t last_sequence);
+Bytes encode_ack(std::uint64_t sequence);
+Bytes encode_resync(const std::string& reason);
+Bytes encode_dictionary(const DictionaryUpdate& update);
+
+// The agent's half of the per-connection dictionary: assigns indices to sensors and series
+// the first time it meets them and remembers everything for a resync.
+class AgentDictionary {
+ public:
+  // Metadata for a sensor's description and a key's catalog entry.
+  using SensorInfoLookup = std::function<std::string(std::string_view sensor)>;
+  using MetricInfoLookup = std::function<MetricInfo(std::string_view sensor, std::string_view key)>;
+
+  AgentDictionary(SensorInfoLookup sensor_info, MetricInfoLookup metric_info);
+
+  // Encodes one batch. When the samples bring names not sent yet, a Dictionary message with
+  // just those is appended to `out` first; the Batch message follows.
+  void encode_batch(std::uint64_t sequence, const std::vector<Sample>& samples, std::vector<Bytes>& out);
+
+  // Everything known so far, for a master that asked for a resync.
+  Bytes encode_everything() const;
+
+  std::size_t series_count() const { return series_.size(); }
+
+ private:
+  std::uint32_t sensor_index(const std::string& sensor, DictionaryUpdate& update);
+  std::uint32_t series_index(std::uint32_t sensor, const std::string& sensor_name,
+                             const std::string& key, DictionaryUpdate& update);
+
+  SensorInfoLookup sensor_info_;
+  MetricInfoLookup metric_info_;
+  std::vector<SensorDescription> sensors_;
+  std::vector<SeriesDescription> series_;
+  std::unordered_map<std::string, std::uint32_t> sensor_ids_;
+  // Keyed by "<sensor index>\n<key>" to keep one flat map.
+  std::unordered_map<std::string, std::uint32_t> series_ids_;
+};
+
+// The master's half: grows with Dictionary messages and turns WireSamples into Samples.
+class MasterDictionary {
+ public:
+  // Throws ProtocolError if the update does not continue the dictionary.
+  void apply(const DictionaryUpdate& update);
+  // Throws ProtocolError on an index the agent never defined.
+  Sample resolve(const WireSample& wire, const std::string& host) const;
+
+  const MetricInfo* info(std::uint32_t series) const;
+  const std::vector<SensorDescription>& sensors() const { return sensors_; }
+  const std::vector<SeriesDescription>& series() const { return series_; }
+  void clear();
+
+ private:
+  std::vector<SensorDescription> sensors_;
+  std::vector<SeriesDescription> series_;
+};
+
+}  // namespace fructosa
