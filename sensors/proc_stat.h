@@ -1,0 +1,30 @@
+// /proc/stat CPU lines as psutil reads them (psutil/_pslinux.py cpu_times, per_cpu_times).
+#pragma once
+
+#include <array>
+#include <string_view>
+#include <vector>
+
+namespace fructosa::sensors {
+
+// psutil's scputimes fields, in /proc/stat order. Older kernels have only the first 7..9.
+inline constexpr std::array<std::string_view, 10> kCpuTimeFields{
+    "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice"};
+
+struct CpuTimes {
+  std::array<double, 10> seconds{};  // ticks / CLOCK_TICKS, as psutil divides
+  int fields = 0;                    // how many of kCpuTimeFields this kernel reports
+};
+
+struct ProcStatCpus {
+  CpuTimes total;               // the "cpu" line
+  std::vector<CpuTimes> cpus;   // "cpuN" lines, in file order (psutil's list index)
+};
+
+// Fills `out` (reusing its storage). Throws SensorUnavailable if there is no "cpu" line.
+void parse_proc_stat_cpus(std::string_view text, ProcStatCpus& out);
+
+// psutil's cpu_percent(): busy share of the time between two readings, rounded to 0.1.
+double cpu_busy_percent(const CpuTimes& before, const CpuTimes& after);
+
+}  // namespace fructosa::sensors

@@ -1,0 +1,100 @@
+// The sensor framework. A sensor is one file in sensors/: an option table, a metric catalog,
+// a class with sample(), and one FRUCTOSA_REGISTER_SENSOR line. Timers, validation, help
+// text, the wire dictionary and HDF5 attributes all follow from that declaration.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config.h"
+#include "metric.h"
+
+namespace fructosa::sensors {
+
+// Where procfs and sysfs are: tests and `lagent probe --proc-root` point them at fixture trees.
+struct Roots {
+  std::string proc = "/proc";
+  std::string sys = "/sys";
+};
+
+// Thrown by a sensor that cannot work on this node (no such hardware, no permission, missing
+// file). The agent reports it once, with the reason, and keeps the other sensors running.
+class SensorUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Collects what one sample() call reports: the node's sample, and per-job ones later.
+class SampleWriter {
+ public:
+  SampleWriter(std::vector<Sample>& out, std::string_view host, std::string_view sensor, std::int64_t time_ns);
+
+  void set(std::string_view key, double value);
+  void label(std::string_view key, std::string_view value);
+  // Values and labels after this call go to a new sample attributed to `job`.
+  void begin_job(std::uint64_t job);
+
+ private:
+  Sample& current();
+  std::vector<Sample>& out_;
+  std::string_view host_;
+  std::string_view sensor_;
+  std::int64_t time_ns_;
+  std::uint64_t job_ = 0;
+  bool open_ = false;
+};
+
+class Sensor {
+ public:
+  virtual ~Sensor() = default;
+  // Takes one reading. Returns false when the reading only primed a rate sensor (the first
+  // of the two readings psutil also needs), so there is nothing to report yet.
+  // Throws SensorUnavailable when the sensor cannot work on this node.
+  virtual bool sample(SampleWriter& out) = 0;
+};
+
+struct SensorContext {
+  Roots roots;
+  const Options& options;  // the sensor's own option table, parsed
+};
+
+struct SensorDefinition {
+  std::string name;
+  std::string description;
+  const OptionTable* options;
+  const Catalog* catalog;
+  std::function<std::unique_ptr<Sensor>(const SensorContext&)> make;
+};
+
+// Every registered sensor, sorted by name.
+const std::vector<const SensorDefinition*>& all_sensors();
+const SensorDefinition* find_sensor(std::string_view name);
+
+// Options every [sensor:Name] section has besides the sensor's own (time_interval).
+const OptionTable& common_sensor_options();
+// common_sensor_options() followed by the sensor's own table: what its section accepts.
+OptionTable section_options(const SensorDefinition& sensor);
+
+// The catalog's word on `key` of `sensor` (an empty MetricInfo when the catalog is silent).
+MetricInfo metric_info(std::string_view sensor, std::string_view key);
+
+struct Registration {
+  explicit Registration(SensorDefinition definition);
+};
+
+}  // namespace fructosa::sensors
+
+// Registers a sensor class; `Class` is constructed from a `const SensorContext&`.
+#define FRUCTOSA_REGISTER_SENSOR(Name, Description, OptionTableVar, CatalogVar, Class)          \
+  static const ::fructosa::sensors::Registration fructosa_registration_##Class{                 \
+      ::fructosa::sensors::SensorDefinition{                                                    \
+          Name, Description, &(OptionTableVar), &(CatalogVar),                                  \
+          [](const ::fructosa::sensors::SensorContext& context)                                 \
+              -> std::unique_ptr<::fructosa::sensors::Sensor> {                                 \
+            return std::make_unique<Class>(context);                                            \
+          }}}
