@@ -1,0 +1,240 @@
+#include "agent.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <chrono>
+#include <mutex>
+
+#include "agent_config.h"
+#include "logging.h"
+#include "schedule.h"
+#include "sender.h"
+
+namespace fructosa::agent {
+namespace {
+
+namespace asio = boost::asio;
+
+// How long a stopping agent waits for lmaster to acknowledge what it sent last.
+constexpr double kStopLingerSeconds = 3.0;
+// Threads that run sensor reads, so that one slow read never delays another sensor's timer.
+constexpr std::size_t kReaderThreads = 4;
+
+std::int64_t wall_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string endpoint_of(const AgentConfig& config) {
+  return fmt::format("tcp://{}:{}", config.master_host, config.master_port);
+}
+
+// Where readings go; swapped when a reload points the agent at another master.
+class SenderSlot {
+ public:
+  void replace(std::shared_ptr<Sender> sender) {
+    std::lock_guard lock(mutex_);
+    sender_ = std::move(sender);
+  }
+  std::shared_ptr<Sender> get() const {
+    std::lock_guard lock(mutex_);
+    return sender_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<Sender> sender_;
+};
+
+// One active sensor: its timer, its schedule and its state between readings.
+struct SensorTask {
+  SensorTask(asio::io_context& io, const SensorConfig& config, std::unique_ptr<sensors::Sensor> sensor_in)
+      : definition(config.definition),
+        sensor(std::move(sensor_in)),
+        schedule(static_cast<std::int64_t>(config.interval * 1e9)),
+        timer(io) {}
+
+  const sensors::SensorDefinition* definition;
+  std::unique_ptr<sensors::Sensor> sensor;
+  AlignedSchedule schedule;
+  asio::steady_timer timer;
+  std::int64_t deadline = 0;
+  std::uint64_t missed = 0;
+  std::atomic<bool> busy{false};
+  std::atomic<bool> stopped{false};
+  bool unavailable = false;  // touched by the reading thread only (reads never overlap)
+};
+
+class Agent {
+ public:
+  Agent(std::string config_path, AgentConfig config, bool foreground)
+      : foreground_(foreground),
+        config_path_(std::move(config_path)),
+        config_(std::move(config)),
+        signals_(io_, SIGTERM, SIGINT, SIGHUP) {}
+
+  int run(const std::function<void()>& ready) {
+    slot_.replace(make_sender(config_));
+    start_sensors();
+    wait_for_signal();
+    spdlog::info("lagent {} started as {} -> {} with {} sensor(s)", FRUCTOSA_VERSION, config_.host,
+                 endpoint_of(config_), tasks_.size());
+    ready();
+    io_.run();
+    stop_sensors();
+    pool_.join();
+    std::size_t left = slot_.get()->stop(kStopLingerSeconds);
+    if (left) spdlog::warn("stopping with {} batch(es) lmaster has not acknowledged", left);
+    spdlog::info("lagent stopped");
+    return 0;
+  }
+
+ private:
+  std::shared_ptr<Sender> make_sender(const AgentConfig& config) {
+    SenderSettings settings;
+    settings.endpoint = endpoint_of(config);
+    settings.host = config.host;
+    settings.heartbeat_interval = config.heartbeat_interval;
+    settings.max_unacked_batches = config.max_unacked_batches;
+    return std::make_shared<Sender>(settings);
+  }
+
+  void start_sensors() {
+    if (config_.sensors.empty()) spdlog::warn("{} activates no [sensor:Name] section: only heartbeats will be sent", config_path_);
+    for (const auto& sensor_config : config_.sensors) {
+      sensors::SensorContext context{config_.roots, sensor_config.options};
+      auto task = std::make_shared<SensorTask>(io_, sensor_config, sensor_config.definition->make(context));
+      task->deadline = task->schedule.first(wall_clock_ns());
+      arm(task);
+      tasks_.push_back(std::move(task));
+    }
+  }
+
+  void stop_sensors() {
+    for (auto& task : tasks_) {
+      task->stopped = true;
+      task->timer.cancel();
+    }
+    tasks_.clear();
+  }
+
+  void arm(const std::shared_ptr<SensorTask>& task) {
+    // The deadline is wall-clock time; the timer runs on the steady clock, so convert anew
+    // each time (a wall-clock step then moves later deadlines, not the interval).
+    auto wait = std::chrono::nanoseconds(task->deadline - wall_clock_ns());
+    task->timer.expires_at(std::chrono::steady_clock::now() + wait);
+    task->timer.async_wait([this, task](const boost::system::error_code& error) {
+      if (error || task->stopped) return;
+      tick(task);
+    });
+  }
+
+  void tick(const std::shared_ptr<SensorTask>& task) {
+    std::int64_t deadline = task->deadline;
+    if (!task->busy.exchange(true)) {
+      asio::post(pool_, [this, task, deadline] {
+        read(*task, deadline);
+        task->busy = false;
+      });
+    } else {
+      ++task->missed;
+      spdlog::debug("{}: the previous reading is still running; skipping the one due now", task->definition->name);
+    }
+    std::uint64_t skipped = 0;
+    task->deadline = task->schedule.next(deadline, wall_clock_ns(), skipped);
+    if (skipped) {
+      task->missed += skipped;
+      spdlog::debug("{}: {} reading time(s) passed while the agent was busy", task->definition->name, skipped);
+    }
+    arm(task);
+  }
+
+  void read(SensorTask& task, std::int64_t deadline) {
+    if (task.stopped) return;
+    std::vector<Sample> samples;
+    // A sample is stamped with its (aligned) reading time, so every node's readings line up
+    // and gaps can be counted; the read itself starts within milliseconds of it.
+    sensors::SampleWriter out(samples, config_.host, task.definition->name, deadline);
+    try {
+      if (!task.sensor->sample(out)) samples.clear();
+      if (task.unavailable) {
+        spdlog::info("sensor {} works again", task.definition->name);
+        task.unavailable = false;
+      }
+    } catch (const sensors::SensorUnavailable& why) {
+      if (!task.unavailable) spdlog::warn("sensor {} unavailable: {}", task.definition->name, why.what());
+      task.unavailable = true;
+      samples.clear();
+    } catch (const std::exception& error) {
+      if (!task.unavailable) spdlog::error("sensor {} failed: {}", task.definition->name, error.what());
+      task.unavailable = true;
+      samples.clear();
+    }
+    slot_.get()->submit(std::move(samples));
+  }
+
+  void wait_for_signal() {
+    signals_.async_wait([this](const boost::system::error_code& error, int signal) {
+      if (error) return;
+      if (signal == SIGHUP) {
+        reload();
+        wait_for_signal();
+        return;
+      }
+      spdlog::info("received {}, stopping", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop_sensors();
+      io_.stop();
+    });
+  }
+
+  void reload() {
+    AgentConfig fresh;
+    try {
+      fresh = load_agent_config(config_path_);
+    } catch (const ConfigError& error) {
+      spdlog::error("SIGHUP: keeping the running configuration: {}", error.what());
+      return;
+    }
+    setup_logging(fresh.logging, foreground_, "lagent");
+    if (endpoint_of(fresh) != endpoint_of(config_) || fresh.host != config_.host ||
+        fresh.heartbeat_interval != config_.heartbeat_interval ||
+        fresh.max_unacked_batches != config_.max_unacked_batches) {
+      auto old = slot_.get();
+      slot_.replace(make_sender(fresh));
+      if (std::size_t left = old->stop(kStopLingerSeconds))
+        spdlog::warn("SIGHUP: {} batch(es) were not acknowledged by the previous lmaster", left);
+    }
+    stop_sensors();
+    config_ = std::move(fresh);
+    start_sensors();
+    spdlog::info("SIGHUP: configuration re-read from {}; {} sensor(s) re-armed", config_path_, tasks_.size());
+  }
+
+  const bool foreground_;
+  std::string config_path_;
+  AgentConfig config_;
+  asio::io_context io_;
+  asio::thread_pool pool_{kReaderThreads};
+  asio::signal_set signals_;
+  SenderSlot slot_;
+  std::vector<std::shared_ptr<SensorTask>> tasks_;
+};
+
+}  // namespace
+
+void check_agent_config(const std::string& config_path) { load_agent_config(config_path); }
+
+int run_agent(const std::string& config_path, bool foreground, const std::function<void()>& ready) {
+  AgentConfig config = load_agent_config(config_path);
+  setup_logging(config.logging, foreground, "lagent");
+  Agent agent(config_path, std::move(config), foreground);
+  return agent.run(ready);
+}
+
+}  // namespace fructosa::agent

@@ -1,0 +1,39 @@
+// lagent.conf: [lmaster], [lagent], [logging] and one [sensor:Name] per active sensor.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "sensor.h"
+
+namespace fructosa::agent {
+
+struct SensorConfig {
+  const sensors::SensorDefinition* definition = nullptr;
+  Options options;        // the sensor's own table (without time_interval)
+  double interval = 1.0;  // seconds
+};
+
+struct AgentConfig {
+  std::string path;
+  std::string master_host;
+  int master_port = 7888;
+  std::string host;  // the name samples are attributed to
+  sensors::Roots roots;
+  double heartbeat_interval = 5.0;
+  std::size_t max_unacked_batches = 10000;
+  Options logging;
+  std::vector<SensorConfig> sensors;
+};
+
+const OptionTable& master_link_options();  // [lmaster]
+const OptionTable& agent_options();        // [lagent]
+
+// Throws ConfigError naming file, line, section and key.
+AgentConfig load_agent_config(const std::string& path);
+
+// This machine's short host name (up to the first dot), as FrUCToSA names nodes.
+std::string short_hostname();
+
+}  // namespace fructosa::agent

@@ -1,0 +1,109 @@
+// lagent: the fructosa node agent.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "agent.h"
+#include "agent_config.h"
+#include "config.h"
+#include "daemon.h"
+#include "probe.h"
+
+namespace po = boost::program_options;
+using namespace fructosa;
+
+namespace {
+
+const char* kUsage = R"(Usage:
+  lagent start|stop|status|restart|reload|run [-c FILE] [-p PIDFILE]
+  lagent sensors
+  lagent probe SENSOR... [--interval S] [--proc-root DIR] [--sys-root DIR] [-o KEY=VALUE]...
+
+Commands:
+  start     start as a daemon (exits 0 once running; 78 on a configuration error)
+  stop      send SIGTERM and wait until the agent has exited (it first sends what it holds)
+  status    exit 0 when running, 3 when not
+  restart   stop, then start
+  reload    send SIGHUP: re-read the configuration and re-arm the sensor timers
+  run       run in the foreground, logging to stderr (for systemd and debugging)
+  sensors   list every sensor with its description, options and metrics
+  probe     take one sample of each named sensor and print it as one JSON line
+            (rate sensors: two readings --interval apart); -o sets a sensor option,
+            as KEY=VALUE for every named sensor that has it or Sensor.KEY=VALUE
+
+Options)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description visible(kUsage);
+  std::vector<std::string> words, overrides;
+  visible.add_options()
+      ("help,h", "show this help")
+      ("version", "print the version")
+      ("config,c", po::value<std::string>()->default_value("/etc/fructosa/lagent.conf"), "configuration file")
+      ("pidfile,p", po::value<std::string>()->default_value("/run/lagent.pid"), "pidfile")
+      ("interval", po::value<double>()->default_value(1.0), "probe: seconds between the two readings of rate sensors")
+      ("proc-root", po::value<std::string>()->default_value("/proc"), "probe: where procfs is")
+      ("sys-root", po::value<std::string>()->default_value("/sys"), "probe: where sysfs is")
+      ("host", po::value<std::string>(), "probe: host name to report (default: the short host name)")
+      ("option,o", po::value<std::vector<std::string>>(&overrides), "probe: sensor option KEY=VALUE");
+  po::options_description hidden;
+  hidden.add_options()("words", po::value<std::vector<std::string>>(&words));
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::positional_options_description positional;
+  positional.add("words", -1);
+  po::variables_map args;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), args);
+    po::notify(args);
+  } catch (const po::error& error) {
+    std::cerr << "lagent: " << error.what() << "\n" << visible;
+    return 2;
+  }
+  if (args.count("help")) {
+    std::cout << visible;
+    return 0;
+  }
+  if (args.count("version")) {
+    std::cout << "lagent (fructosa) " << FRUCTOSA_VERSION << "\n";
+    return 0;
+  }
+  if (words.empty()) {
+    std::cerr << visible;
+    return 2;
+  }
+  const std::string& command = words[0];
+  try {
+    if (command == "sensors") {
+      agent::list_sensors(std::cout);
+      return 0;
+    }
+    if (command == "probe") {
+      agent::ProbeRequest request;
+      request.sensors.assign(words.begin() + 1, words.end());
+      if (request.sensors.empty()) {
+        std::cerr << "lagent probe: name at least one sensor (`lagent sensors` lists them)\n";
+        return 2;
+      }
+      request.interval = args["interval"].as<double>();
+      request.roots.proc = args["proc-root"].as<std::string>();
+      request.roots.sys = args["sys-root"].as<std::string>();
+      request.options = overrides;
+      request.host = args.count("host") ? args["host"].as<std::string>() : agent::short_hostname();
+      return agent::probe(request, std::cout, std::cerr);
+    }
+    if (words.size() > 1) {
+      std::cerr << "lagent " << command << ": unexpected argument '" << words[1] << "'\n";
+      return 2;
+    }
+    ServiceProgram program{"lagent", agent::check_agent_config, agent::run_agent};
+    return run_service_verb(program, command, args["config"].as<std::string>(), args["pidfile"].as<std::string>());
+  } catch (const ConfigError& error) {
+    std::cerr << "lagent: " << error.what() << "\n";
+    return kExitConfigError;
+  } catch (const std::exception& error) {
+    std::cerr << "lagent: " << error.what() << "\n";
+    return 1;
+  }
+}
