@@ -1,0 +1,125 @@
+"""Helpers for integration tests: temporary directories, real lagent/lmaster processes on
+ephemeral 127.0.0.1 ports, waiting on conditions with deadlines, stopping by PID.
+
+Run with /usr/bin/python3 (Debian's h5py and psutil). ctest sets LAGENT and LMASTER to the
+built programs.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+LAGENT = os.environ.get("LAGENT", "lagent")
+LMASTER = os.environ.get("LMASTER", "lmaster")
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
+
+
+def wait_for(condition, timeout=30.0, what="condition"):
+    """Polls `condition` until it returns something true; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def alive(pid):
+    """True while `pid` runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+class FructosaTestCase(unittest.TestCase):
+    """Gives each test a temporary directory and stops every process it started."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="fructosa-it-")
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self._processes = []
+        self.addCleanup(self._stop_all)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write(self, name, text):
+        with open(self.path(name), "w") as f:
+            f.write(text)
+        return self.path(name)
+
+    def _stop_all(self):
+        for process in self._processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=30)
+        # Daemons are not our children: find them by their pidfiles.
+        for name in os.listdir(self.dir) if os.path.isdir(self.dir) else []:
+            if name.endswith(".pid"):
+                text = read_text(self.path(name)).strip()
+                if text.isdigit() and alive(int(text)):
+                    os.kill(int(text), signal.SIGKILL)
+
+    def spawn(self, name, args):
+        """Starts a foreground process with stdout/stderr in files NAME.out / NAME.err."""
+        out = open(self.path(name + ".out"), "w")
+        err = open(self.path(name + ".err"), "w")
+        self.addCleanup(out.close)
+        self.addCleanup(err.close)
+        process = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        self._processes.append(process)
+        return process
+
+    def stop(self, process, timeout=30):
+        """SIGTERM by PID, then wait; returns the exit code."""
+        process.send_signal(signal.SIGTERM)
+        return process.wait(timeout=timeout)
+
+    def master_config(self, extra="", port=0):
+        return (f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n"
+                f"[hdf5]\npath = {self.path('data.h5')}\nflush_interval = 0.5\n{extra}")
+
+    def agent_config(self, port, sensors, interval=0.2, extra=""):
+        text = f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n[lagent]\nhost = testnode\n{extra}"
+        for sensor in sensors:
+            text += f"[sensor:{sensor}]\ntime_interval = {interval}\n"
+        return text
+
+    def start_master(self, extra="[stdout]\n"):
+        """lmaster run on a free port; returns (process, port)."""
+        config = self.write("lmaster.conf", self.master_config(extra))
+        process = self.spawn("lmaster", [LMASTER, "run", "-c", config, "-p", self.path("lmaster.pid")])
+        port = wait_for(lambda: self.listening_port(self.path("lmaster.err")) or self.exited(process),
+                        what="lmaster to listen")
+        return process, port
+
+    def exited(self, process):
+        if process.poll() is not None:
+            raise AssertionError(f"process exited with {process.returncode}:\n" +
+                                 read_text(self.path("lmaster.err")))
+        return None
+
+    @staticmethod
+    def listening_port(log_path):
+        match = re.search(r"listening on tcp://127\.0\.0\.1:(\d+)", read_text(log_path))
+        return int(match.group(1)) if match else None
+
+    def run_tool(self, args, timeout=60):
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)

@@ -1,0 +1,165 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "agent_config.h"
+#include "master_config.h"
+#include "config.h"
+
+using namespace fructosa;
+
+namespace {
+
+const OptionTable kTable{
+    {.name = "time_interval", .type = OptionType::real, .default_value = "1", .help = "seconds", .min = 0.01},
+    {.name = "percpu", .type = OptionType::boolean, .default_value = "true", .help = "per CPU"},
+    {.name = "paths", .type = OptionType::list, .default_value = "/", .help = "mount points"},
+    {.name = "mode", .type = OptionType::text, .default_value = "a", .help = "mode", .choices = {"a", "b"}},
+    {.name = "count", .type = OptionType::integer, .default_value = "3", .help = "n", .min = 1, .max = 10},
+};
+
+std::string error_of(const std::string& text, const std::string& section_name = "s") {
+  try {
+    IniFile file = IniFile::parse(text, "test.conf");
+    parse_section(kTable, file, file.find(section_name));
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+// A config file in a fresh temporary directory, removed with the object.
+struct TempConfig {
+  std::filesystem::path dir;
+  std::string path;
+  explicit TempConfig(const std::string& text) {
+    char pattern[] = "/tmp/fructosa-config-XXXXXX";
+    dir = ::mkdtemp(pattern);
+    path = (dir / "lagent.conf").string();
+    std::ofstream(path) << text;
+  }
+  ~TempConfig() { std::filesystem::remove_all(dir); }
+};
+
+std::string agent_error_of(const std::string& text) {
+  TempConfig config(text);
+  try {
+    agent::load_agent_config(config.path);
+  } catch (const ConfigError& error) {
+    std::string message = error.what();
+    auto at = message.find(config.path);
+    if (at != std::string::npos) message.replace(at, config.path.size(), "lagent.conf");
+    return message;
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(Config, ParsesTypedValuesAndDefaults) {
+  IniFile file = IniFile::parse("[s]\ntime_interval = 0.2\npercpu = no\npaths = /, /home , /scratch\n", "test.conf");
+  Options options = parse_section(kTable, file, file.find("s"));
+  EXPECT_DOUBLE_EQ(options.get_real("time_interval"), 0.2);
+  EXPECT_FALSE(options.get_bool("percpu"));
+  EXPECT_EQ(options.get_list("paths"), (std::vector<std::string>{"/", "/home", "/scratch"}));
+  EXPECT_EQ(options.get_text("mode"), "a");
+  EXPECT_EQ(options.get_int("count"), 3);
+  EXPECT_TRUE(options.is_set("percpu"));
+  EXPECT_FALSE(options.is_set("mode"));
+}
+
+TEST(Config, AbsentSectionGivesDefaults) {
+  IniFile file = IniFile::parse("[other]\n", "test.conf");
+  Options options = parse_section(kTable, file, nullptr);
+  EXPECT_TRUE(options.get_bool("percpu"));
+  EXPECT_EQ(options.get_list("paths"), std::vector<std::string>{"/"});
+}
+
+TEST(Config, EmptySectionsAreKeptInFileOrder) {
+  // Boost's INI parser drops sections without keys; [stdout] has none and must still count.
+  IniFile file = IniFile::parse("[lmaster]\nhost = a\n\n[stdout]\n\n[hdf5]\npath = x.h5\n", "test.conf");
+  ASSERT_EQ(file.sections().size(), 3u);
+  EXPECT_EQ(file.sections()[1].name, "stdout");
+  EXPECT_EQ(file.sections()[1].line, 4);
+  EXPECT_TRUE(file.sections()[1].entries.empty());
+  EXPECT_EQ(file.sections()[2].entries.at(0).line, 7);
+}
+
+TEST(Config, KeysMatchCaseInsensitivelyAsConfigparser) {
+  IniFile file = IniFile::parse("[s]\nPerCPU = off\n", "test.conf");
+  EXPECT_FALSE(parse_section(kTable, file, file.find("s")).get_bool("percpu"));
+}
+
+TEST(Config, UnknownKeyNamesFileLineSectionAndKey) {
+  EXPECT_EQ(error_of("# comment\n[s]\ntime_interval = 1\nintervall = 2\n"),
+            "test.conf:4: [s] intervall: unknown key (known keys: time_interval, percpu, paths, mode, count)");
+}
+
+TEST(Config, BadValuesAreExplained) {
+  EXPECT_EQ(error_of("[s]\ntime_interval = fast\n"), "test.conf:2: [s] time_interval: bad value 'fast': expected a number");
+  EXPECT_EQ(error_of("[s]\n\ntime_interval = 0\n"),
+            "test.conf:3: [s] time_interval: bad value '0': must be at least 0.01");
+  EXPECT_EQ(error_of("[s]\npercpu = maybe\n"),
+            "test.conf:2: [s] percpu: bad value 'maybe': expected a boolean (true/false, yes/no, on/off, 1/0)");
+  EXPECT_EQ(error_of("[s]\nmode = c\n"), "test.conf:2: [s] mode: bad value 'c': expected one of: a, b");
+  EXPECT_EQ(error_of("[s]\ncount = 11\n"), "test.conf:2: [s] count: bad value '11': must be between 1 and 10");
+  EXPECT_EQ(error_of("[s]\ncount = 2.5\n"), "test.conf:2: [s] count: bad value '2.5': expected an integer");
+}
+
+TEST(Config, SyntaxErrorsAndDuplicatesNameTheLine) {
+  EXPECT_EQ(error_of("[s]\ntime_interval = 1\ntime_interval = 2\n"), "test.conf:3: duplicate key name");
+  EXPECT_EQ(error_of("[s]\nx = 1\n[s]\n"), "test.conf:3: duplicate section [s]");
+  EXPECT_EQ(error_of("[s]\nthis line has no equals sign\n"), "test.conf:2: '=' character not found in line");
+  EXPECT_EQ(error_of("top = 1\n[s]\n"), "test.conf:1: key 'top' is outside any [section]");
+}
+
+TEST(Config, CommandLinePairs) {
+  Options options = parse_pairs(kTable, {"percpu=false", "count=5"}, "-o");
+  EXPECT_FALSE(options.get_bool("percpu"));
+  EXPECT_EQ(options.get_int("count"), 5);
+  EXPECT_THROW(parse_pairs(kTable, {"nope=1"}, "-o"), ConfigError);
+  EXPECT_THROW(parse_pairs(kTable, {"count"}, "-o"), ConfigError);
+}
+
+TEST(AgentConfig, FrUCToSAKeysAndSensorSections) {
+  TempConfig config(
+      "[lmaster]\nhost = master01\nincoming data port = 7999\n"
+      "[logging]\nfilename = lagent.log\nlevel = DEBUG\nmaxBytes = 1000000\nbackupCount = 3\n"
+      "[sensor:CPUPercent]\ntime_interval = 0.5\n[sensor:VirtualMemory]\ntime_interval = 2\n");
+  auto agent = agent::load_agent_config(config.path);
+  EXPECT_EQ(agent.master_host, "master01");
+  EXPECT_EQ(agent.master_port, 7999);
+  ASSERT_EQ(agent.sensors.size(), 2u);
+  EXPECT_EQ(agent.sensors[0].definition->name, "CPUPercent");
+  EXPECT_DOUBLE_EQ(agent.sensors[0].interval, 0.5);
+  // Relative paths are relative to the configuration file's directory.
+  EXPECT_EQ(agent.logging.get_text("filename"), (config.dir / "lagent.log").string());
+  EXPECT_EQ(agent.logging.get_int("maxBytes"), 1000000);
+}
+
+TEST(AgentConfig, UnknownSensorAndSectionAreErrors) {
+  EXPECT_EQ(agent_error_of("[lmaster]\nhost = a\n\n[sensor:CPUPrecent]\ntime_interval = 1\n"),
+            "lagent.conf:4: [sensor:CPUPrecent]: unknown sensor 'CPUPrecent' (`lagent sensors` lists them)");
+  EXPECT_EQ(agent_error_of("[lmastre]\nhost = a\n"),
+            "lagent.conf:1: [lmastre]: unknown section (known: [lmaster], [lagent], [logging], [sensor:Name])");
+  EXPECT_EQ(agent_error_of("[sensor:CPUTimes]\ntime_interval = -1\n"),
+            "lagent.conf:2: [sensor:CPUTimes] time_interval: bad value '-1': must be between 0.01 and 86400");
+  EXPECT_EQ(agent_error_of("[lmaster]\nincoming data port = 70000\n"),
+            "lagent.conf:2: [lmaster] incoming data port: bad value '70000': must be between 1 and 65535");
+}
+
+TEST(AgentConfig, MissingFileIsAConfigError) {
+  EXPECT_THROW(agent::load_agent_config("/nonexistent/lagent.conf"), ConfigError);
+}
+
+TEST(SampleConfigs, TheShippedSamplesLoad) {
+  auto agent = agent::load_agent_config(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lagent.conf");
+  EXPECT_EQ(agent.master_port, 7888);
+  EXPECT_EQ(agent.sensors.size(), 3u);
+  auto master = master::load_master_config(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lmaster.conf");
+  EXPECT_EQ(master.port, 7888);
+  ASSERT_EQ(master.outputs.size(), 1u);
+  EXPECT_EQ(master.outputs[0].options.get_text("path"), "/var/lib/fructosa/fructosa.h5");
+}
