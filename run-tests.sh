@@ -1,0 +1,9 @@
+#!/bin/sh
+# Installs what fructosa needs, builds it with its tests, and runs the whole suite (GoogleTest
+# unit tests and integration tests that start real lagent/lmaster processes on loopback).
+set -eu
+cd "$(dirname "$0")"
+.ci/install-deps --tests
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j2
+ctest --test-dir build --output-on-failure -j2
