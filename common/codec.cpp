@@ -147,9 +147,12 @@ Message decode(const void* data, std::size_t size) {
   return message;
 }
 
-Bytes encode_hello(const std::string& host, std::uint64_t session, const std::string& agent_version) {
+Bytes encode_hello(const std::string& host, std::uint64_t session, const std::string& agent_version,
+                   std::uint16_t version) {
   capnp::MallocMessageBuilder builder;
-  auto hello = start(builder).initHello();
+  auto envelope = start(builder);
+  envelope.setVersion(version);
+  auto hello = envelope.initHello();
   hello.setHost(host);
   hello.setSession(session);
   hello.setAgentVersion(agent_version);

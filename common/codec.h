@@ -76,7 +76,9 @@ struct Message {
 // Throws ProtocolError. Copes with any alignment of `data`.
 Message decode(const void* data, std::size_t size);
 
-Bytes encode_hello(const std::string& host, std::uint64_t session, const std::string& agent_version);
+// `version` is only ever changed by tests that check how a peer of another version is treated.
+Bytes encode_hello(const std::string& host, std::uint64_t session, const std::string& agent_version,
+                   std::uint16_t version = kProtocolVersion);
 Bytes encode_heartbeat(std::int64_t time_ns, std::uint64_t last_sequence);
 Bytes encode_ack(std::uint64_t sequence);
 Bytes encode_resync(const std::string& reason);

@@ -123,3 +123,5 @@ class FructosaTestCase(unittest.TestCase):
 
     def run_tool(self, args, timeout=60):
         return subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+WIRE_CLIENT = os.environ.get("WIRE_CLIENT", "wire_client")

@@ -8,7 +8,7 @@ import psutil
 
 import time
 
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER
+from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, WIRE_CLIENT
 
 INTERVAL_NS = 200_000_000
 SENSORS = ["CPUPercent", "VirtualMemory", "CPUTimes"]
@@ -109,6 +109,36 @@ class PipelineTest(FructosaTestCase):
         steps = [b - a for a, b in zip(times, times[1:])]
         self.assertTrue(all(step > 0 and step % INTERVAL_NS == 0 for step in steps), steps)
         self.assertGreaterEqual(steps.count(INTERVAL_NS), 0.8 * len(steps), steps)
+
+    def test_bad_messages_are_logged_with_the_peer_and_the_master_keeps_serving(self):
+        master, port = self.start_master()
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", self.agent_config(port, ["VirtualMemory"])),
+                                      "-p", self.path("lagent.pid")])
+        endpoint = f"tcp://127.0.0.1:{port}"
+        count = lambda: stdout_counts(read_text(self.path("lmaster.out"))).get("VirtualMemory", 0)
+        wait_for(lambda: count() >= 2, what="the agent's first samples")
+
+        for scenario in ("garbage", "truncated", "wrong-version", "multipart"):
+            result = self.run_tool([WIRE_CLIENT, endpoint, scenario])
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertEqual(result.stdout, "", f"{scenario}: a bad message gets no answer")
+        log = read_text(self.path("lmaster.err"))
+        self.assertGreaterEqual(log.count("dropped a message from 127.0.0.1"), 4, log)
+        self.assertIn("protocol version 2 (this side speaks 1)", log)
+        # A batch from an agent the master never heard from: asked to resync, not stored.
+        result = self.run_tool([WIRE_CLIENT, endpoint, "batch-without-hello"])
+        self.assertTrue(result.stdout.startswith("resync unknown agent"), result.stdout)
+        # A well-formed newcomer is served as usual, and the real agent never stopped.
+        result = self.run_tool([WIRE_CLIENT, endpoint, "valid"])
+        self.assertEqual(result.stdout.strip(), "ack 1")
+        before = count()
+        wait_for(lambda: count() >= before + 2, what="the agent's samples after the bad messages")
+        self.assertEqual(self.stop(agent), 0)
+        self.assertEqual(self.stop(master), 0)
+        self.assertIn("wirenode WireTest job=0 value=42B", read_text(self.path("lmaster.out")))
+        with h5py.File(self.path("data.h5"), "r") as f:
+            self.assertEqual(sorted(f.keys()), ["testnode", "wirenode"])
+            self.assertEqual(list(f["wirenode/WireTest/value"][:]), [42.0])
 
 
 if __name__ == "__main__":

@@ -360,6 +360,31 @@ TEST(Hdf5Output, AppendsAFullChunkWithoutWaitingForFlush) {
   EXPECT_EQ(file.doubles("/h/s/v"), expected);
 }
 
+TEST(Hdf5Output, ReopenStartsANewFileWhenTheOldOneWasMovedAway) {
+  TempDir dir;
+  const std::string path = dir.file("current.h5");
+  const std::string rotated = dir.file("rotated.h5");
+  MetricInfoStore infos;
+  {
+    Hdf5Output output(options_for(path), infos);
+    output.write({sample("h", "s", kT0, 0, {{"a", 1.0}}), sample("h", "s", kT0 + 1, 0, {{"a", 2.0}})});
+    output.flush();
+    std::filesystem::rename(path, rotated);
+    output.write({sample("h", "s", kT0 + 2, 0, {{"a", 3.0}})});  // still goes to the old file
+    output.reopen();
+    output.write({sample("h", "s", kT0 + 3, 0, {{"b", 4.0}})});
+  }
+  Reader old_file(rotated);
+  EXPECT_EQ(old_file.doubles("/h/s/a"), (std::vector<double>{1.0, 2.0, 3.0}));
+  Reader new_file(path);
+  EXPECT_EQ(new_file.int64s("/h/s/time"), (std::vector<std::int64_t>{kT0 + 3}));
+  EXPECT_EQ(new_file.doubles("/h/s/b"), (std::vector<double>{4.0}));
+  // Column "a" had no value in the new file's rows: it exists there, all NaN.
+  ASSERT_TRUE(new_file.exists("/h/s/a"));
+  ASSERT_EQ(new_file.length("/h/s/a"), 1u);
+  EXPECT_TRUE(std::isnan(new_file.doubles("/h/s/a")[0]));
+}
+
 TEST(Hdf5Output, ConstructorErrorsNameThePath) {
   MetricInfoStore infos;
   try {
