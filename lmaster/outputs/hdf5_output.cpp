@@ -134,7 +134,7 @@ herr_t collect_hard_link(hid_t, const char* name, const H5L_info_t* info, void* 
 struct Column {
   std::string key;
   Handle dataset;
-  bool described = false;    // its unit/kind/description attributes come from the catalog
+  bool described = false;      // its unit/kind/description attributes come from the catalog
   std::vector<double> buffer;  // values of the buffered rows; missing trailing rows are NaN
 };
 
@@ -193,15 +193,28 @@ std::string hdf5_link_name(std::string_view name, bool metric_key) {
 
 const OptionTable& Hdf5Output::hdf5_options() {
   static const OptionTable table{
-      {.name = "path", .type = OptionType::text, .default_value = "", .help = "the HDF5 file; appended to when it exists",
+      {.name = "path",
+       .type = OptionType::text,
+       .default_value = "",
+       .help = "the HDF5 file; appended to when it exists",
        .required = true},
-      {.name = "complevel", .type = OptionType::integer, .default_value = "4",
-       .help = "gzip level (with the shuffle filter); 0: no compression", .min = 0, .max = 9},
-      {.name = "chunk", .type = OptionType::integer, .default_value = "1024",
+      {.name = "complevel",
+       .type = OptionType::integer,
+       .default_value = "4",
+       .help = "gzip level (with the shuffle filter); 0: no compression",
+       .min = 0,
+       .max = 9},
+      {.name = "chunk",
+       .type = OptionType::integer,
+       .default_value = "1024",
        .help = "rows per HDF5 chunk; a table is also written out when it buffers this many rows",
-       .min = 16, .max = 1 << 20},
-      {.name = "flush_interval", .type = OptionType::real, .default_value = "5",
-       .help = "seconds between writes of the buffered rows to the file", .min = 0.1},
+       .min = 16,
+       .max = 1 << 20},
+      {.name = "flush_interval",
+       .type = OptionType::real,
+       .default_value = "5",
+       .help = "seconds between writes of the buffered rows to the file",
+       .min = 0.1},
   };
   return table;
 }
@@ -244,12 +257,14 @@ struct Hdf5Output::Impl {
           "cannot set the library version bounds");
     std::error_code error;
     if (std::filesystem::exists(path, error))
-      file = check(H5Fopen(path.c_str(), H5F_ACC_RDWR, access.get()), H5Fclose, "cannot open the file");
+      file = check(H5Fopen(path.c_str(), H5F_ACC_RDWR, access.get()), H5Fclose,
+                   "cannot open the file");
     else
       file = check(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()), H5Fclose,
                    "cannot create the file");
     link_properties = check(H5Pcreate(H5P_LINK_CREATE), H5Pclose, "cannot create a property list");
-    check(H5Pset_char_encoding(link_properties.get(), H5T_CSET_UTF8), "cannot set UTF-8 link names");
+    check(H5Pset_char_encoding(link_properties.get(), H5T_CSET_UTF8),
+          "cannot set UTF-8 link names");
   }
 
   void close_file() {
@@ -267,7 +282,8 @@ struct Hdf5Output::Impl {
     if (!type) fail(what);
     Handle space = check(H5Screate(H5S_SCALAR), H5Sclose, what);
     Handle attribute =
-        check(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose, what);
+        check(H5Acreate2(object, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+              what);
     const char* text = value.c_str();
     check(H5Awrite(attribute.get(), type.get(), &text), what);
   }
@@ -278,15 +294,21 @@ struct Hdf5Output::Impl {
     return exists > 0;
   }
 
-  Handle open_or_create_group(hid_t parent, const std::string& link, const std::string& where) const {
+  Handle open_or_create_group(hid_t parent, const std::string& link,
+                              const std::string& where) const {
     if (link_exists(parent, link, where))
-      return check(H5Gopen2(parent, link.c_str(), H5P_DEFAULT), H5Gclose, "cannot open group " + where);
-    Handle properties = check(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "cannot create a property list");
-    // h5py lists members in creation order when it is tracked: time, job, then the keys as they came.
-    check(H5Pset_link_creation_order(properties.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
-          "cannot track creation order");
-    return check(H5Gcreate2(parent, link.c_str(), link_properties.get(), properties.get(), H5P_DEFAULT),
-                 H5Gclose, "cannot create group " + where);
+      return check(H5Gopen2(parent, link.c_str(), H5P_DEFAULT), H5Gclose,
+                   "cannot open group " + where);
+    Handle properties =
+        check(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "cannot create a property list");
+    // h5py lists members in creation order when it is tracked: time, job, then the keys as they
+    // came.
+    check(
+        H5Pset_link_creation_order(properties.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
+        "cannot track creation order");
+    return check(
+        H5Gcreate2(parent, link.c_str(), link_properties.get(), properties.get(), H5P_DEFAULT),
+        H5Gclose, "cannot create group " + where);
   }
 
   // A 1-D chunked dataset of `rows` rows (unwritten rows read as `fill`), unlimited, compressed.
@@ -321,7 +343,8 @@ struct Hdf5Output::Impl {
   // Reads what the file already holds of this table: its row count and existing columns.
   void load_existing(Table& table, const std::string& where) {
     std::vector<std::string> links;
-    check(H5Literate(table.group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_hard_link, &links),
+    check(H5Literate(table.group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_hard_link,
+                     &links),
           "cannot list " + where);
     for (const auto& link : links) {
       const std::string path_of = where + "/" + link;
@@ -329,7 +352,8 @@ struct Hdf5Output::Impl {
                             "cannot open " + path_of);
       if (H5Iget_type(object.get()) != H5I_DATASET) continue;
       if (link == kTime) {
-        Handle space = check(H5Dget_space(object.get()), H5Sclose, "cannot read the size of " + path_of);
+        Handle space =
+            check(H5Dget_space(object.get()), H5Sclose, "cannot read the size of " + path_of);
         hssize_t points = H5Sget_simple_extent_npoints(space.get());
         if (points < 0) fail("cannot read the size of " + path_of);
         table.rows = static_cast<hsize_t>(points);
@@ -337,7 +361,8 @@ struct Hdf5Output::Impl {
       } else if (link == kJob) {
         table.job = std::move(object);
       } else {
-        std::string key = read_string_attribute(object.get(), "key").value_or(unescape_link_name(link));
+        std::string key =
+            read_string_attribute(object.get(), "key").value_or(unescape_link_name(link));
         Column& column = table.column(key);
         if (column.dataset) continue;
         column.described = !read_string_attribute(object.get(), "kind").value_or("").empty();
@@ -383,9 +408,11 @@ struct Hdf5Output::Impl {
     check(H5Dset_extent(dataset, &size), what);
     if (!data) return;
     Handle file_space = check(H5Dget_space(dataset), H5Sclose, what);
-    check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), what);
+    check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr),
+          what);
     Handle memory_space = check(H5Screate_simple(1, &count, nullptr), H5Sclose, what);
-    check(H5Dwrite(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data), what);
+    check(H5Dwrite(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data),
+          what);
   }
 
   // Appends the buffered rows of one table. On failure the rows stay buffered and `rows` is
@@ -405,14 +432,16 @@ struct Hdf5Output::Impl {
                                "cannot open " + column_where);
       } else {
         // Rows written before this key appeared read as NaN, the fill value.
-        column.dataset = create_dataset(table.group.get(), link, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &kNaN,
-                                        table.rows, column_where);
+        column.dataset = create_dataset(table.group.get(), link, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE,
+                                        &kNaN, table.rows, column_where);
       }
       describe(table, column, column_where);
     }
     const hsize_t start = table.rows;
-    append(table.time.get(), H5T_NATIVE_INT64, table.time_buffer.data(), start, count, where + "/time");
-    append(table.job.get(), H5T_NATIVE_UINT64, table.job_buffer.data(), start, count, where + "/job");
+    append(table.time.get(), H5T_NATIVE_INT64, table.time_buffer.data(), start, count,
+           where + "/time");
+    append(table.job.get(), H5T_NATIVE_UINT64, table.job_buffer.data(), start, count,
+           where + "/job");
     for (auto& column : table.columns) {
       const std::string column_where = where + "/" + hdf5_link_name(column.key, true);
       if (column.buffer.empty()) {
@@ -420,7 +449,8 @@ struct Hdf5Output::Impl {
         append(column.dataset.get(), H5T_NATIVE_DOUBLE, nullptr, start, count, column_where);
       } else {
         column.buffer.resize(count, kNaN);
-        append(column.dataset.get(), H5T_NATIVE_DOUBLE, column.buffer.data(), start, count, column_where);
+        append(column.dataset.get(), H5T_NATIVE_DOUBLE, column.buffer.data(), start, count,
+               column_where);
       }
     }
     table.rows = start + count;
@@ -464,7 +494,8 @@ struct Hdf5Output::Impl {
     std::vector<Table*> full;
     for (const auto& sample : samples) {
       auto host = tables.find(sample.host);
-      if (host == tables.end()) host = tables.emplace(sample.host, std::map<std::string, Table, std::less<>>{}).first;
+      if (host == tables.end())
+        host = tables.emplace(sample.host, std::map<std::string, Table, std::less<>>{}).first;
       auto found = host->second.find(sample.sensor);
       if (found == host->second.end()) {
         found = host->second.emplace(sample.sensor, Table{}).first;
@@ -493,7 +524,8 @@ Hdf5Output::Hdf5Output(const Options& options, const MetricInfoStore& infos)
     : impl_(std::make_unique<Impl>(options, infos)) {
   quiet_hdf5();
   if (impl_->complevel > 0 && H5Zfilter_avail(H5Z_FILTER_DEFLATE) <= 0)
-    throw std::runtime_error(fmt::format("HDF5 output {}: this HDF5 library has no gzip filter", impl_->path));
+    throw std::runtime_error(
+        fmt::format("HDF5 output {}: this HDF5 library has no gzip filter", impl_->path));
   impl_->open_file();
   spdlog::debug("hdf5: writing {}", impl_->path);
 }

@@ -95,7 +95,9 @@ class Reader {
     if (status < 0) throw std::runtime_error("cannot read " + path);
     return values;
   }
-  std::vector<double> doubles(const std::string& path) const { return read<double>(path, H5T_NATIVE_DOUBLE); }
+  std::vector<double> doubles(const std::string& path) const {
+    return read<double>(path, H5T_NATIVE_DOUBLE);
+  }
   std::vector<std::int64_t> int64s(const std::string& path) const {
     return read<std::int64_t>(path, H5T_NATIVE_INT64);
   }
@@ -173,7 +175,8 @@ class Reader {
 // H5Inmembers refuses library types; the output owns those through RAII handles.)
 std::vector<ssize_t> open_file_objects() {
   std::vector<ssize_t> counts;
-  for (unsigned types : {H5F_OBJ_FILE, H5F_OBJ_DATASET, H5F_OBJ_GROUP, H5F_OBJ_DATATYPE, H5F_OBJ_ATTR})
+  for (unsigned types :
+       {H5F_OBJ_FILE, H5F_OBJ_DATASET, H5F_OBJ_GROUP, H5F_OBJ_DATATYPE, H5F_OBJ_ATTR})
     counts.push_back(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), types));
   return counts;
 }
@@ -232,14 +235,17 @@ TEST(Hdf5Output, WritesFlushesReopensAppendsAndReadsBack) {
       });
     }
     output.flush();
-    output.write({sample("node1", "CPUPercent", kT0 + 3 * kSecond, 12345, {{"0", 13.0}, {"1", 23.0}})});
+    output.write(
+        {sample("node1", "CPUPercent", kT0 + 3 * kSecond, 12345, {{"0", 13.0}, {"1", 23.0}})});
     output.write({sample("node1", "CPUPercent", kT0 + 4 * kSecond, 0, {{"1", 24.0}})});  // no "0"
     output.reopen();
     // A new key mid-way: its earlier rows read as NaN.
-    output.write({sample("node1", "CPUPercent", kT0 + 5 * kSecond, 0, {{"0", 15.0}, {"1", 25.0}, {"2", 35.0}})});
+    output.write({sample("node1", "CPUPercent", kT0 + 5 * kSecond, 0,
+                         {{"0", 15.0}, {"1", 25.0}, {"2", 35.0}})});
     output.flush();
     infos.remember("CPUPercent", "2", {"percent", Kind::gauge, "busy time of CPU 2"});
-    output.write({sample("node1", "CPUPercent", kT0 + 6 * kSecond, 0, {{"2", 36.0}, {"0", 16.0}, {"1", 26.0}})});
+    output.write({sample("node1", "CPUPercent", kT0 + 6 * kSecond, 0,
+                         {{"2", 36.0}, {"0", 16.0}, {"1", 26.0}})});
   }  // the destructor flushes
   {
     // Appending with a new output object continues the existing tables.
@@ -309,11 +315,13 @@ TEST(Hdf5Output, WritesFlushesReopensAppendsAndReadsBack) {
   expect_values(file.doubles(disk + "/%2Fhome.percent"), {50.5, 51.5, 52.5}, "/home.percent");
   EXPECT_EQ(file.attribute(disk + "/sda.read_bytes", "kind"), "counter");
   EXPECT_EQ(file.attribute(disk + "/sda.read_bytes", "unit"), "bytes");
-  expect_values(file.doubles(disk + "/sda.read_bytes"), {1e12, 1e12 + 1, 1e12 + 2}, "sda.read_bytes");
+  expect_values(file.doubles(disk + "/sda.read_bytes"), {1e12, 1e12 + 1, 1e12 + 2},
+                "sda.read_bytes");
   // A key called "time" does not clash with the time column.
   EXPECT_EQ(file.attribute(disk + "/%74ime", "key"), "time");
   expect_values(file.doubles(disk + "/%74ime"), {0, 0.25, 0.5}, "key time");
-  EXPECT_EQ(file.int64s(disk + "/time"), (std::vector<std::int64_t>{kT0, kT0 + kSecond, kT0 + 2 * kSecond}));
+  EXPECT_EQ(file.int64s(disk + "/time"),
+            (std::vector<std::int64_t>{kT0, kT0 + kSecond, kT0 + 2 * kSecond}));
 
   // Storage: chunked, unlimited, shuffle + gzip, the on-disk types.
   EXPECT_EQ(file.layout(cpu + "/0"), (std::pair<int, hsize_t>{2, 16}));
@@ -367,7 +375,8 @@ TEST(Hdf5Output, ReopenStartsANewFileWhenTheOldOneWasMovedAway) {
   MetricInfoStore infos;
   {
     Hdf5Output output(options_for(path), infos);
-    output.write({sample("h", "s", kT0, 0, {{"a", 1.0}}), sample("h", "s", kT0 + 1, 0, {{"a", 2.0}})});
+    output.write(
+        {sample("h", "s", kT0, 0, {{"a", 1.0}}), sample("h", "s", kT0 + 1, 0, {{"a", 2.0}})});
     output.flush();
     std::filesystem::rename(path, rotated);
     output.write({sample("h", "s", kT0 + 2, 0, {{"a", 3.0}})});  // still goes to the old file
@@ -391,7 +400,8 @@ TEST(Hdf5Output, ConstructorErrorsNameThePath) {
     Hdf5Output output(options_for("/nonexistent-dir/x.h5"), infos);
     FAIL() << "no exception";
   } catch (const std::runtime_error& error) {
-    EXPECT_NE(std::string(error.what()).find("/nonexistent-dir/x.h5"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("/nonexistent-dir/x.h5"), std::string::npos)
+        << error.what();
     EXPECT_NE(std::string(error.what()).find("cannot create"), std::string::npos) << error.what();
   }
 
