@@ -1,9 +1,9 @@
 // lagent: the fructosa node agent.
-#include <boost/program_options.hpp>
 #include <iostream>
 
 #include "agent.h"
 #include "agent_config.h"
+#include "command_line.h"
 #include "config.h"
 #include "daemon.h"
 #include "probe.h"
@@ -36,43 +36,17 @@ Options)";
 
 int main(int argc, char** argv) {
   po::options_description visible(kUsage);
-  std::vector<std::string> words, overrides;
+  std::vector<std::string> overrides;
   visible.add_options()
-      ("help,h", "show this help")
-      ("version", "print the version")
-      ("config,c", po::value<std::string>()->default_value("/etc/fructosa/lagent.conf"), "configuration file")
-      ("pidfile,p", po::value<std::string>()->default_value("/run/lagent.pid"), "pidfile")
       ("interval", po::value<double>()->default_value(1.0), "probe: seconds between the two readings of rate sensors")
       ("proc-root", po::value<std::string>()->default_value("/proc"), "probe: where procfs is")
       ("sys-root", po::value<std::string>()->default_value("/sys"), "probe: where sysfs is")
       ("host", po::value<std::string>(), "probe: host name to report (default: the short host name)")
       ("option,o", po::value<std::vector<std::string>>(&overrides), "probe: sensor option KEY=VALUE");
-  po::options_description hidden;
-  hidden.add_options()("words", po::value<std::vector<std::string>>(&words));
-  po::options_description all;
-  all.add(visible).add(hidden);
-  po::positional_options_description positional;
-  positional.add("words", -1);
-  po::variables_map args;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), args);
-    po::notify(args);
-  } catch (const po::error& error) {
-    std::cerr << "lagent: " << error.what() << "\n" << visible;
-    return 2;
-  }
-  if (args.count("help")) {
-    std::cout << visible;
-    return 0;
-  }
-  if (args.count("version")) {
-    std::cout << "lagent (fructosa) " << FRUCTOSA_VERSION << "\n";
-    return 0;
-  }
-  if (words.empty()) {
-    std::cerr << visible;
-    return 2;
-  }
+  CommandLine line;
+  if (auto done = parse_command_line(argc, argv, "lagent", visible, line)) return *done;
+  const auto& words = line.words;
+  const auto& args = line.args;
   const std::string& command = words[0];
   try {
     if (command == "sensors") {

@@ -1,7 +1,7 @@
 // lmaster: the fructosa master.
-#include <boost/program_options.hpp>
 #include <iostream>
 
+#include "command_line.h"
 #include "config.h"
 #include "daemon.h"
 #include "master.h"
@@ -28,34 +28,10 @@ Options)";
 
 int main(int argc, char** argv) {
   po::options_description visible(kUsage);
-  std::vector<std::string> words;
-  visible.add_options()
-      ("help,h", "show this help")
-      ("version", "print the version")
-      ("config,c", po::value<std::string>()->default_value("/etc/fructosa/lmaster.conf"), "configuration file")
-      ("pidfile,p", po::value<std::string>()->default_value("/run/lmaster.pid"), "pidfile");
-  po::options_description hidden;
-  hidden.add_options()("words", po::value<std::vector<std::string>>(&words));
-  po::options_description all;
-  all.add(visible).add(hidden);
-  po::positional_options_description positional;
-  positional.add("words", -1);
-  po::variables_map args;
-  try {
-    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), args);
-    po::notify(args);
-  } catch (const po::error& error) {
-    std::cerr << "lmaster: " << error.what() << "\n" << visible;
-    return 2;
-  }
-  if (args.count("help")) {
-    std::cout << visible;
-    return 0;
-  }
-  if (args.count("version")) {
-    std::cout << "lmaster (fructosa) " << FRUCTOSA_VERSION << "\n";
-    return 0;
-  }
+  CommandLine line;
+  if (auto done = parse_command_line(argc, argv, "lmaster", visible, line)) return *done;
+  const auto& words = line.words;
+  const auto& args = line.args;
   if (words.size() != 1) {
     std::cerr << visible;
     return 2;

@@ -115,14 +115,19 @@ class Master {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
 
-  void flush_outputs() {
+  // Runs `action` on every output; one output's failure is logged and never stops the others.
+  void for_each_output(std::string_view what, const std::function<void(Output&)>& action) {
     for (auto& output : outputs_) {
       try {
-        output->flush();
+        action(*output);
       } catch (const std::exception& error) {
-        spdlog::error("output {}: flush failed: {}", output->name(), error.what());
+        spdlog::error("output {}: {} failed: {}", output->name(), what, error.what());
       }
     }
+  }
+
+  void flush_outputs() {
+    for_each_output("flush", [](Output& output) { output.flush(); });
   }
 
   void reopen() {
@@ -134,13 +139,7 @@ class Master {
     } catch (const ConfigError& error) {
       spdlog::error("SIGHUP: keeping the running logging configuration: {}", error.what());
     }
-    for (auto& output : outputs_) {
-      try {
-        output->reopen();
-      } catch (const std::exception& error) {
-        spdlog::error("output {}: reopen failed: {}", output->name(), error.what());
-      }
-    }
+    for_each_output("reopen", [](Output& output) { output.reopen(); });
   }
 
   void forget_silent_peers() {
@@ -255,13 +254,7 @@ class Master {
     if (last != 0 && message.sequence != last + 1)
       spdlog::warn("agent {}: batches {}..{} never arrived (dropped by the agent?)", peer.host, last + 1,
                    message.sequence - 1);
-    for (auto& output : outputs_) {
-      try {
-        output->write(samples);
-      } catch (const std::exception& error) {
-        spdlog::error("output {}: write failed: {}", output->name(), error.what());
-      }
-    }
+    for_each_output("write", [&](Output& output) { output.write(samples); });
     last = message.sequence;
     send(router, identity, encode_ack(last));
   }
