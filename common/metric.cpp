@@ -26,6 +26,11 @@ std::string_view to_string(Unit unit) {
     case Unit::joules: return "joules";
     case Unit::rpm: return "rpm";
     case Unit::timestamp: return "timestamp";
+    case Unit::boolean: return "bool";
+    case Unit::milliseconds: return "milliseconds";
+    case Unit::megabits_per_second: return "Mbit/s";
+    case Unit::volts: return "volts";
+    case Unit::amperes: return "amperes";
   }
   return "";
 }
@@ -52,6 +57,13 @@ const CatalogEntry* Catalog::find(std::string_view key) const {
   for (const auto& entry : entries_)
     if (key_matches(entry.pattern, key)) return &entry;
   return nullptr;
+}
+
+std::string key_component(std::string_view name) {
+  std::string component(name);
+  for (char& c : component)
+    if (c == '.' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '_';
+  return component;
 }
 
 double python_round(double value, int ndigits) {

@@ -24,7 +24,12 @@ enum class Unit : std::uint8_t {
   watts,
   joules,
   rpm,
-  timestamp,
+  timestamp,     // seconds since the Unix epoch
+  boolean,       // 0 or 1
+  milliseconds,
+  megabits_per_second,
+  volts,
+  amperes,
 };
 
 std::string_view to_string(Kind kind);
@@ -79,6 +84,11 @@ class Catalog {
 };
 
 bool key_matches(std::string_view pattern, std::string_view key);
+
+// One component of a dotted metric key made from a name found on the node (a NIC, a mount
+// point, a chip label): dots become '_' so the component stays one component, and control
+// characters become '_'. Spaces and '/' are kept (HDF5 escapes '/', Graphite sanitises).
+std::string key_component(std::string_view name);
 
 // Python's round(x, ndigits): correctly rounded on the exact binary value, as psutil uses it.
 double python_round(double value, int ndigits);
