@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "agent_config.h"
+#include "agent_stats.h"
 #include "logging.h"
 #include "schedule.h"
 #include "sender.h"
@@ -29,6 +30,12 @@ constexpr std::size_t kReaderThreads = 4;
 std::int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+double thread_cpu_seconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
 }
 
 std::string endpoint_of(const AgentConfig& config) {
@@ -144,12 +151,14 @@ class Agent {
       });
     } else {
       ++task->missed;
+      sensors::AgentStats::instance().record_missed(task->definition->name, 1);
       spdlog::debug("{}: the previous reading is still running; skipping the one due now", task->definition->name);
     }
     std::uint64_t skipped = 0;
     task->deadline = task->schedule.next(deadline, wall_clock_ns(), skipped);
     if (skipped) {
       task->missed += skipped;
+      sensors::AgentStats::instance().record_missed(task->definition->name, skipped);
       spdlog::debug("{}: {} reading time(s) passed while the agent was busy", task->definition->name, skipped);
     }
     arm(task);
@@ -161,8 +170,12 @@ class Agent {
     // A sample is stamped with its (aligned) reading time, so every node's readings line up
     // and gaps can be counted; the read itself starts within milliseconds of it.
     sensors::SampleWriter out(samples, config_.host, task.definition->name, deadline);
+    const auto started = std::chrono::steady_clock::now();
+    const double cpu_started = thread_cpu_seconds();
+    bool success = false;
     try {
       if (!task.sensor->sample(out)) samples.clear();
+      success = true;
       if (task.unavailable) {
         spdlog::info("sensor {} works again", task.definition->name);
         task.unavailable = false;
@@ -176,6 +189,9 @@ class Agent {
       task.unavailable = true;
       samples.clear();
     }
+    sensors::AgentStats::instance().record_read(
+        task.definition->name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+        thread_cpu_seconds() - cpu_started, success);
     slot_.get()->submit(std::move(samples));
   }
 
@@ -211,6 +227,7 @@ class Agent {
         spdlog::warn("SIGHUP: {} batch(es) were not acknowledged by the previous lmaster", left);
     }
     stop_sensors();
+    sensors::AgentStats::instance().reset_sensors();
     config_ = std::move(fresh);
     start_sensors();
     spdlog::info("SIGHUP: configuration re-read from {}; {} sensor(s) re-armed", config_path_, tasks_.size());

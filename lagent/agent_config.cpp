@@ -64,6 +64,11 @@ AgentConfig load_agent_config(const std::string& path) {
     throw ConfigError(fmt::format("{}: unknown section (known: [lmaster], [lagent], [logging], [sensor:Name])",
                                   file.where(section)));
   }
+  // lagent's own health is always reported: every 10 s unless a [sensor:lagent] section says.
+  if (!file.find("sensor:lagent")) {
+    if (const auto* self = sensors::find_sensor("lagent"))
+      config.sensors.push_back({self, parse_section(*self->options, file, nullptr), 10.0});
+  }
   Options master = parse_section(master_link_options(), file, file.find("lmaster"));
   Options agent = parse_section(agent_options(), file, file.find("lagent"));
   config.logging = parse_section(logging_options(), file, file.find("logging"));

@@ -11,6 +11,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "agent_stats.h"
 #include "codec.h"
 #include "sensor.h"
 
@@ -79,6 +80,8 @@ struct Sender::State {
     std::lock_guard lock(counters_mutex);
     change(counters);
     counters.unacked = unacked.size();
+    sensors::AgentStats::instance().set_sender({counters.batches_sent, counters.batches_acked,
+                                                counters.batches_dropped, counters.resyncs, counters.unacked});
   }
 
   void send_hello() { send(encode_hello(settings.host, session, FRUCTOSA_VERSION)); }

@@ -27,10 +27,10 @@ def stdout_counts(text):
 class PipelineTest(FructosaTestCase):
     def test_samples_reach_hdf5_on_aligned_timestamps_with_plausible_values(self):
         master, port = self.start_master()
-        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", self.agent_config(port, SENSORS)),
-                                      "-p", self.path("lagent.pid")])
+        config = self.agent_config(port, SENSORS) + "[sensor:lagent]\ntime_interval = 0.5\n"
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config), "-p", self.path("lagent.pid")])
         # Wait until lmaster has printed 15 samples of every sensor (3 s at 0.2 s).
-        wait_for(lambda: all(stdout_counts(read_text(self.path("lmaster.out"))).get(s, 0) >= 15 for s in SENSORS)
+        wait_for(lambda: all(stdout_counts(read_text(self.path("lmaster.out"))).get(s, 0) >= 15 for s in SENSORS + ["lagent"])
                  or agent.poll() is not None,
                  timeout=60, what="15 samples of each sensor")
         self.assertEqual(self.stop(agent), 0, read_text(self.path("lagent.err")))
@@ -40,7 +40,7 @@ class PipelineTest(FructosaTestCase):
         with h5py.File(self.path("data.h5"), "r") as f:
             self.assertEqual(list(f.keys()), ["testnode"])
             node = f["testnode"]
-            self.assertEqual(sorted(node.keys()), sorted(SENSORS))
+            self.assertEqual(sorted(node.keys()), sorted(SENSORS + ["lagent"]))
             for sensor in SENSORS:
                 table = node[sensor]
                 self.assertEqual(table.attrs["host"], "testnode")
@@ -66,6 +66,16 @@ class PipelineTest(FructosaTestCase):
                 self.assertLessEqual(available, t)
                 self.assertTrue(0 <= percent <= 100)
                 self.assertAlmostEqual(percent, round((t - available) / t * 100, 1), places=6)
+
+            # lagent's own health: every sensor read, and worked, quickly.
+            health = node["lagent"]
+            for sensor in SENSORS:
+                self.assertEqual(health[f"{sensor}.success"][-1], 1.0)
+                self.assertGreater(health[f"{sensor}.reads"][-1], 10)
+                self.assertTrue(0 < health[f"{sensor}.duration"][-1] < 0.2, health[f"{sensor}.duration"][-1])
+                self.assertEqual(health[f"{sensor}.duration"].attrs["unit"], "seconds")
+            self.assertGreater(health["batches_acked"][-1], 0)
+            self.assertGreater(health["rss"][-1], 1 << 20)
 
             cpu = node["CPUPercent"]
             cpus = len(psutil.cpu_percent(percpu=True))

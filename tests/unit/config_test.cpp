@@ -131,9 +131,12 @@ TEST(AgentConfig, FrUCToSAKeysAndSensorSections) {
   auto agent = agent::load_agent_config(config.path);
   EXPECT_EQ(agent.master_host, "master01");
   EXPECT_EQ(agent.master_port, 7999);
-  ASSERT_EQ(agent.sensors.size(), 2u);
+  ASSERT_EQ(agent.sensors.size(), 3u);
   EXPECT_EQ(agent.sensors[0].definition->name, "CPUPercent");
   EXPECT_DOUBLE_EQ(agent.sensors[0].interval, 0.5);
+  // lagent's own health comes along every 10 s without a section of its own.
+  EXPECT_EQ(agent.sensors[2].definition->name, "lagent");
+  EXPECT_DOUBLE_EQ(agent.sensors[2].interval, 10.0);
   // Relative paths are relative to the configuration file's directory.
   EXPECT_EQ(agent.logging.get_text("filename"), (config.dir / "lagent.log").string());
   EXPECT_EQ(agent.logging.get_int("maxBytes"), 1000000);
@@ -157,7 +160,7 @@ TEST(AgentConfig, MissingFileIsAConfigError) {
 TEST(SampleConfigs, TheShippedSamplesLoad) {
   auto agent = agent::load_agent_config(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lagent.conf");
   EXPECT_EQ(agent.master_port, 7888);
-  EXPECT_EQ(agent.sensors.size(), 3u);
+  EXPECT_EQ(agent.sensors.size(), 4u);  // three sections and lagent's own
   auto master = master::load_master_config(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lmaster.conf");
   EXPECT_EQ(master.port, 7888);
   ASSERT_EQ(master.outputs.size(), 1u);
