@@ -138,6 +138,13 @@ struct Column {
   std::vector<double> buffer;  // values of the buffered rows; missing trailing rows are NaN
 };
 
+// A text label (device, fstype, address...) stored as a variable-length UTF-8 string per row.
+struct LabelColumn {
+  std::string key;
+  Handle dataset;
+  std::vector<std::string> buffer;  // missing trailing rows are ""
+};
+
 struct Table {
   std::string host;
   std::string sensor;
@@ -150,7 +157,18 @@ struct Table {
   std::vector<std::uint64_t> job_buffer;
   std::vector<Column> columns;
   std::map<std::string, std::size_t, std::less<>> column_index;
+  Handle label_group;  // "labels", created with the first label
+  std::vector<LabelColumn> labels;
+  std::map<std::string, std::size_t, std::less<>> label_index;
 
+  LabelColumn& label(const std::string& key) {
+    auto found = label_index.find(key);
+    if (found != label_index.end()) return labels[found->second];
+    label_index.emplace(key, labels.size());
+    LabelColumn& added = labels.emplace_back();
+    added.key = key;
+    return added;
+  }
   Column& column(const std::string& key) {
     auto found = column_index.find(key);
     if (found != column_index.end()) return columns[found->second];
@@ -161,6 +179,8 @@ struct Table {
   }
   std::string where() const { return "/" + hdf5_link_name(host) + "/" + hdf5_link_name(sensor); }
   void close() {
+    for (auto& label : labels) label.dataset.reset();
+    label_group.reset();
     for (auto& column : columns) column.dataset.reset();
     job.reset();
     time.reset();
@@ -340,6 +360,20 @@ struct Hdf5Output::Impl {
     column.described = info.has_value();
   }
 
+  // Label datasets of an earlier run keep growing with the table (as "") so rows stay aligned.
+  void load_existing_labels(Table& table, Handle group, const std::string& where) {
+    std::vector<std::string> links;
+    check(H5Literate(group.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_hard_link, &links),
+          "cannot list " + where);
+    for (const auto& link : links) {
+      Handle dataset = check(H5Dopen2(group.get(), link.c_str(), H5P_DEFAULT), H5Dclose,
+                             "cannot open " + where + "/" + link);
+      LabelColumn& label = table.label(read_string_attribute(dataset.get(), "key").value_or(unescape_link_name(link)));
+      if (!label.dataset) label.dataset = std::move(dataset);
+    }
+    table.label_group = std::move(group);
+  }
+
   // Reads what the file already holds of this table: its row count and existing columns.
   void load_existing(Table& table, const std::string& where) {
     std::vector<std::string> links;
@@ -350,6 +384,10 @@ struct Hdf5Output::Impl {
       const std::string path_of = where + "/" + link;
       Handle object = check(H5Oopen(table.group.get(), link.c_str(), H5P_DEFAULT), H5Oclose,
                             "cannot open " + path_of);
+      if (link == "labels" && H5Iget_type(object.get()) == H5I_GROUP) {
+        load_existing_labels(table, std::move(object), path_of);
+        continue;
+      }
       if (H5Iget_type(object.get()) != H5I_DATASET) continue;
       if (link == kTime) {
         Handle space =
@@ -453,6 +491,7 @@ struct Hdf5Output::Impl {
                column_where);
       }
     }
+    if (!table.labels.empty()) flush_labels(table, start, count, where);
     table.rows = start + count;
     table.time_buffer.clear();
     table.job_buffer.clear();
@@ -461,6 +500,35 @@ struct Hdf5Output::Impl {
       // A key described by its agent's dictionary after its column was created.
       if (!column.described && infos.find(table.sensor, column.key))
         describe(table, column, where + "/" + hdf5_link_name(column.key, true));
+    }
+  }
+
+  // Label columns live in the table's "labels" group, one string dataset per label key.
+  void flush_labels(Table& table, hsize_t start, hsize_t count, const std::string& where) {
+    const std::string group_where = where + "/labels";
+    if (!table.label_group) table.label_group = open_or_create_group(table.group.get(), "labels", group_where);
+    Handle text = check(H5Tcopy(H5T_C_S1), H5Tclose, "cannot make a string type for " + group_where);
+    check(H5Tset_size(text.get(), H5T_VARIABLE), "cannot make a string type for " + group_where);
+    check(H5Tset_cset(text.get(), H5T_CSET_UTF8), "cannot make a string type for " + group_where);
+    for (auto& label : table.labels) {
+      const std::string link = hdf5_link_name(label.key);
+      const std::string label_where = group_where + "/" + link;
+      if (!label.dataset) {
+        if (link_exists(table.label_group.get(), link, label_where)) {
+          label.dataset = check(H5Dopen2(table.label_group.get(), link.c_str(), H5P_DEFAULT), H5Dclose,
+                                "cannot open " + label_where);
+        } else {
+          const char* empty = "";  // rows before this label appeared read as ""
+          label.dataset = create_dataset(table.label_group.get(), link, text.get(), text.get(), &empty,
+                                         table.rows, label_where);
+          write_string_attribute(label.dataset.get(), "key", label.key, label_where);
+        }
+      }
+      label.buffer.resize(count);
+      std::vector<const char*> rows(count);
+      for (hsize_t i = 0; i < count; ++i) rows[i] = label.buffer[i].c_str();
+      append(label.dataset.get(), text.get(), rows.data(), start, count, label_where);
+      label.buffer.clear();
     }
   }
 
@@ -511,7 +579,11 @@ struct Hdf5Output::Impl {
         if (column.buffer.size() <= row) column.buffer.resize(row + 1, kNaN);
         column.buffer[row] = metric.value;
       }
-      // Sample::labels are not stored yet; a later issue stores them.
+      for (const auto& text : sample.labels) {
+        LabelColumn& label = table.label(text.key);
+        if (label.buffer.size() <= row) label.buffer.resize(row + 1);
+        label.buffer[row] = text.value;
+      }
       if (row + 1 >= chunk && std::find(full.begin(), full.end(), &table) == full.end())
         full.push_back(&table);
     }

@@ -6,6 +6,8 @@
 //     job                       uint64, 0 = the node itself
 //     <key>                     float64 per metric key, NaN where a row has no value; attributes
 //                               key (the real key), unit, kind, description
+//     labels/<key>              variable-length UTF-8 string per row ("" where a row has none):
+//                               the text details of a sample (device, fstype, address...)
 // All datasets are 1-D, of equal length, chunked, unlimited, gzip + shuffle when complevel > 0.
 // Link names are escaped (see hdf5_link_name); the attributes always hold the real names.
 #pragma once

@@ -5,7 +5,8 @@ Usage: /usr/bin/python3 read_hdf5.py FILE   (Debian's h5py is only visible to /u
 
 Output: {"<host>": {"<sensor>": {"time": [ns, ...], "job": [...],
           "columns": {"<key>": {"values": [float or null for NaN, ...],
-                                "unit": "...", "kind": "...", "description": "..."}}}}}
+                                "unit": "...", "kind": "...", "description": "..."}},
+          "labels": {"<key>": ["text", ...]}}}}
 Real names come from the attributes (group attributes host and sensor, dataset attribute key),
 not from the escaped link names.
 
@@ -44,6 +45,10 @@ def read_table(group):
             "kind": attribute(dataset, "kind"),
             "description": attribute(dataset, "description"),
         }
+    table["labels"] = {}
+    if isinstance(group.get("labels"), h5py.Group):
+        for link, dataset in group["labels"].items():
+            table["labels"][attribute(dataset, "key", link)] = [text(v) for v in dataset[()]]
     return table
 
 

@@ -419,3 +419,58 @@ TEST(Hdf5Output, ConstructorErrorsNameThePath) {
 
 }  // namespace
 }  // namespace fructosa::master
+
+namespace fructosa::master {
+namespace {
+
+// Reads a variable-length string dataset written by the output.
+std::vector<std::string> read_strings(const std::string& path, const std::string& dataset_path) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t dataset = H5Dopen2(file, dataset_path.c_str(), H5P_DEFAULT);
+  hid_t space = H5Dget_space(dataset);
+  std::vector<char*> raw(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+  hid_t type = H5Tcopy(H5T_C_S1);
+  H5Tset_size(type, H5T_VARIABLE);
+  H5Tset_cset(type, H5T_CSET_UTF8);
+  std::vector<std::string> values;
+  if (H5Dread(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()) >= 0) {
+    for (char* value : raw) values.emplace_back(value ? value : "");
+    H5Dvlen_reclaim(type, space, H5P_DEFAULT, raw.data());
+  }
+  H5Tclose(type);
+  H5Sclose(space);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  return values;
+}
+
+}  // namespace
+
+TEST(Hdf5Output, StoresLabelsAsStringsAlignedWithTheRows) {
+  TempDir dir;
+  const std::string path = dir.file("labels.h5");
+  MetricInfoStore infos;
+  {
+    Hdf5Output output(options_for(path), infos);
+    Sample first = sample("h", "DiskPartitions", kT0, 0, {{"/.readonly", 0}});
+    first.labels = {{"/.device", "/dev/sda1"}, {"/.fstype", "ext4"}};
+    Sample unlabelled = sample("h", "DiskPartitions", kT0 + 1, 0, {{"/.readonly", 1}});
+    output.write({first, unlabelled});
+    output.flush();
+  }
+  {
+    // A later run appends a row without labels and one with a new label key.
+    Hdf5Output output(options_for(path), infos);
+    Sample later = sample("h", "DiskPartitions", kT0 + 2, 0, {{"/.readonly", 0}});
+    later.labels = {{"/home.device", "/dev/sdb1 (ünïcode)"}};
+    output.write({sample("h", "DiskPartitions", kT0 + 3, 0, {{"/.readonly", 0}}), later});
+  }
+  EXPECT_EQ(read_strings(path, "/h/DiskPartitions/labels/%2F.device"),
+            (std::vector<std::string>{"/dev/sda1", "", "", ""}));
+  EXPECT_EQ(read_strings(path, "/h/DiskPartitions/labels/%2F.fstype"),
+            (std::vector<std::string>{"ext4", "", "", ""}));
+  EXPECT_EQ(read_strings(path, "/h/DiskPartitions/labels/%2Fhome.device"),
+            (std::vector<std::string>{"", "", "", "/dev/sdb1 (ünïcode)"}));
+}
+
+}  // namespace fructosa::master
