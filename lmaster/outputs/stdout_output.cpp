@@ -31,7 +31,9 @@ std::string format_sample(const Sample& sample, const MetricInfoStore& infos) {
                                  sample.sensor, sample.job);
   for (const auto& metric : sample.metrics) {
     auto info = infos.find(sample.sensor, metric.key);
-    line += fmt::format(" {}={}{}", metric.key, metric.value, info ? unit_suffix(info->unit) : "");
+    // A scalar sensor (BootTime, CPUCount) reports under the empty key.
+    line += fmt::format(" {}={}{}", metric.key.empty() ? "value" : metric.key, metric.value,
+                        info ? unit_suffix(info->unit) : "");
   }
   for (const auto& label : sample.labels) line += fmt::format(" {}=\"{}\"", label.key, label.value);
   return line;
