@@ -1,6 +1,6 @@
-// CPUTimes: psutil.cpu_times() on Linux: seconds each mode has run, from /proc/stat.
-#include <string>
-
+// CPUTimes: psutil.cpu_times(percpu=...) on Linux: seconds each mode has run, from /proc/stat.
+// percpu = false (psutil's default): the "cpu" line, keys "user", "nice"...; percpu = true:
+// each "cpuN" line, keys "<position>.user"... (position in psutil's list, 0..N-1).
 #include "proc_stat.h"
 #include "procfs.h"
 #include "sensor.h"
@@ -8,7 +8,10 @@
 namespace fructosa::sensors {
 namespace {
 
-const OptionTable kOptions{};
+const OptionTable kOptions{
+    {"percpu", OptionType::boolean, "false",
+     "one set of times per CPU (keys <cpu>.<mode>, psutil's percpu=True); false: the machine's (keys <mode>)"},
+};
 
 const Catalog kCatalog{
     {"user", Unit::seconds, Kind::counter, "time running normal processes in user mode (guest included)"},
@@ -21,26 +24,46 @@ const Catalog kCatalog{
     {"steal", Unit::seconds, Kind::counter, "time other guests ran while this (virtual) CPU waited"},
     {"guest", Unit::seconds, Kind::counter, "time running a virtual CPU for guests"},
     {"guest_nice", Unit::seconds, Kind::counter, "time running a niced guest"},
+    {"*.user", Unit::seconds, Kind::counter, "this CPU's time in user mode (guest included)"},
+    {"*.nice", Unit::seconds, Kind::counter, "this CPU's time running niced processes (guest_nice included)"},
+    {"*.system", Unit::seconds, Kind::counter, "this CPU's time in the kernel"},
+    {"*.idle", Unit::seconds, Kind::counter, "this CPU's time doing nothing"},
+    {"*.iowait", Unit::seconds, Kind::counter, "this CPU's idle time with I/O outstanding"},
+    {"*.irq", Unit::seconds, Kind::counter, "this CPU's time servicing hardware interrupts"},
+    {"*.softirq", Unit::seconds, Kind::counter, "this CPU's time servicing software interrupts"},
+    {"*.steal", Unit::seconds, Kind::counter, "time other guests ran while this (virtual) CPU waited"},
+    {"*.guest", Unit::seconds, Kind::counter, "this CPU's time running a virtual CPU for guests"},
+    {"*.guest_nice", Unit::seconds, Kind::counter, "this CPU's time running a niced guest"},
 };
 
 class CpuTimesSensor final : public Sensor {
  public:
-  explicit CpuTimesSensor(const SensorContext& context) : stat_(context.roots.proc + "/stat") {}
+  explicit CpuTimesSensor(const SensorContext& context)
+      : stat_(context.roots.proc + "/stat"), percpu_(context.options.get_bool("percpu")) {}
 
   bool sample(SampleWriter& out) override {
     parse_proc_stat_cpus(stat_.read(), cpus_);
-    for (int i = 0; i < cpus_.total.fields; ++i) out.set(kCpuTimeFields[i], cpus_.total.seconds[i]);
+    if (!percpu_) {
+      for (int i = 0; i < cpus_.total.fields; ++i) out.set(kCpuTimeFields[i], cpus_.total.seconds[i]);
+      return true;
+    }
+    for (std::size_t cpu = 0; cpu < cpus_.cpus.size(); ++cpu) {
+      const CpuTimes& times = cpus_.cpus[cpu];
+      for (int i = 0; i < times.fields; ++i) out.set(key_(cpu, i), times.seconds[i]);
+    }
     return true;
   }
 
  private:
   ProcFile stat_;
+  bool percpu_;
   ProcStatCpus cpus_;
+  PerCpuTimeKeys key_;
 };
 
 }  // namespace
 
-FRUCTOSA_REGISTER_SENSOR("CPUTimes", "CPU time per mode since boot, all CPUs together (psutil.cpu_times)",
+FRUCTOSA_REGISTER_SENSOR("CPUTimes", "CPU time per mode since boot, for the machine or per CPU (psutil.cpu_times)",
                          kOptions, kCatalog, CpuTimesSensor);
 
 }  // namespace fructosa::sensors

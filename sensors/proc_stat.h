@@ -2,6 +2,8 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +18,15 @@ struct CpuTimes {
   int fields = 0;                    // how many of kCpuTimeFields this kernel reports
 };
 
+// Keys "<cpu>.<field>" for per-CPU readings, built once per CPU and kept.
+class PerCpuTimeKeys {
+ public:
+  const std::string& operator()(std::size_t cpu, int field);
+
+ private:
+  std::vector<std::array<std::string, kCpuTimeFields.size()>> keys_;
+};
+
 struct ProcStatCpus {
   CpuTimes total;               // the "cpu" line
   std::vector<CpuTimes> cpus;   // "cpuN" lines, in file order (psutil's list index)
@@ -26,5 +37,13 @@ void parse_proc_stat_cpus(std::string_view text, ProcStatCpus& out);
 
 // psutil's cpu_percent(): busy share of the time between two readings, rounded to 0.1.
 double cpu_busy_percent(const CpuTimes& before, const CpuTimes& after);
+
+// psutil's cpu_times_percent(): each mode's share of the time between two readings, rounded
+// to 0.1 and clamped to 0..100. `out.fields` is the number of fields both readings have.
+void cpu_times_percent(const CpuTimes& before, const CpuTimes& after, CpuTimes& out);
+
+// The first number of the /proc/stat line starting with `name` ("ctxt", "intr", "btime"...),
+// as psutil's line.startswith(name) / int(line.split()[1]). False when there is none.
+bool proc_stat_value(std::string_view text, std::string_view name, std::uint64_t& value);
 
 }  // namespace fructosa::sensors

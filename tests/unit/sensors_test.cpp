@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <list>
 #include <map>
 
 #include "proc_stat.h"
@@ -18,10 +19,11 @@ namespace {
 const std::string kFixtures = FRUCTOSA_FIXTURES;
 
 std::unique_ptr<Sensor> make(const std::string& name, const std::string& proc_root) {
-  static const Options no_options;
+  static std::list<Options> options;  // each sensor's defaults, outliving it
   const SensorDefinition* definition = find_sensor(name);
   if (!definition) throw std::runtime_error("no sensor " + name);
-  return definition->make(SensorContext{Roots{proc_root, kFixtures + "/node-exporter/sys"}, no_options});
+  options.push_back(parse_pairs(*definition->options, {}, "test"));
+  return definition->make(SensorContext{Roots{proc_root, kFixtures + "/node-exporter/sys"}, options.back()});
 }
 
 std::map<std::string, double> read(Sensor& sensor, bool expect_values = true) {
