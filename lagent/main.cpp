@@ -6,6 +6,7 @@
 #include "command_line.h"
 #include "config.h"
 #include "daemon.h"
+#include "logging.h"
 #include "probe.h"
 
 namespace po = boost::program_options;
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
   const auto& words = line.words;
   const auto& args = line.args;
   const std::string& command = words[0];
+  // Before a configuration sets up logging (and for `probe`, whose stdout is JSON), log
+  // lines go to stderr: spdlog's own default logger would write them to stdout.
+  setup_logging(parse_pairs(logging_options(), {}, "defaults"), true, "lagent");
   try {
     if (command == "sensors") {
       agent::list_sensors(std::cout);

@@ -32,7 +32,10 @@ std::string_view ProcFile::read() {
       fd_ = -1;  // reopen next time: the file may come back (hot-plug, remount)
       throw SensorUnavailable(fmt::format("cannot read {}: {}", path_, std::strerror(error)));
     }
-    if (got == 0) break;  // a short read is not the end for every procfs file; 0 is
+    // Only 0 is the end: seq_file hands out at most a page per call, so a short read may be
+    // the middle of a big file (diskstats, mounts). The closing read at the current position
+    // is cheap for ordinary files; /proc/net/tcp* is the exception (net_connections.cpp).
+    if (got == 0) break;
     used += static_cast<std::size_t>(got);
     if (used == buffer_.size()) buffer_.resize(buffer_.size() * 2);  // grows to fit, then stays
   }
