@@ -160,7 +160,7 @@ TEST(AgentConfig, MissingFileIsAConfigError) {
 TEST(SampleConfigs, TheShippedSamplesLoad) {
   auto agent = agent::load_agent_config(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lagent.conf");
   EXPECT_EQ(agent.master_port, 7888);
-  EXPECT_EQ(agent.sensors.size(), 4u);  // three sections and lagent's own
+  EXPECT_EQ(agent.sensors.size(), 21u);  // the 20 psutil sensors and lagent's own
   auto master = master::load_master_config(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lmaster.conf");
   EXPECT_EQ(master.port, 7888);
   ASSERT_EQ(master.outputs.size(), 1u);
