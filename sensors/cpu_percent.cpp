@@ -24,30 +24,24 @@ const Catalog kCatalog{
 class CpuPercentSensor final : public Sensor {
  public:
   explicit CpuPercentSensor(const SensorContext& context)
-      : stat_(context.roots.proc + "/stat"), percpu_(context.options.get_bool("percpu")) {}
+      : readings_(context.roots.proc), percpu_(context.options.get_bool("percpu")) {}
 
   bool sample(SampleWriter& out) override {
-    parse_proc_stat_cpus(stat_.read(), now_);
-    // The first reading (or one after CPUs came or went) only primes the rate.
-    bool comparable = primed_ && (!percpu_ || now_.cpus.size() == before_.cpus.size());
-    if (comparable && !percpu_) out.set("", cpu_busy_percent(before_.total, now_.total));
-    if (comparable && percpu_) {
-      for (std::size_t cpu = 0; cpu < now_.cpus.size(); ++cpu) {
-        if (cpu >= keys_.size()) keys_.push_back(std::to_string(cpu));
-        out.set(keys_[cpu], cpu_busy_percent(before_.cpus[cpu], now_.cpus[cpu]));
-      }
+    if (!readings_.next(percpu_)) return false;
+    const auto& before = readings_.before();
+    const auto& now = readings_.now();
+    if (!percpu_) out.set("", cpu_busy_percent(before.total, now.total));
+    for (std::size_t cpu = 0; percpu_ && cpu < now.cpus.size(); ++cpu) {
+      if (cpu >= keys_.size()) keys_.push_back(std::to_string(cpu));
+      out.set(keys_[cpu], cpu_busy_percent(before.cpus[cpu], now.cpus[cpu]));
     }
-    std::swap(before_, now_);
-    primed_ = true;
-    return comparable;
+    return true;
   }
 
  private:
-  ProcFile stat_;
+  ProcStatReadings readings_;
   bool percpu_;
-  ProcStatCpus before_, now_;
   std::vector<std::string> keys_;
-  bool primed_ = false;
 };
 
 }  // namespace

@@ -40,34 +40,28 @@ const Catalog kCatalog{
 class CpuTimesPercentSensor final : public Sensor {
  public:
   explicit CpuTimesPercentSensor(const SensorContext& context)
-      : stat_(context.roots.proc + "/stat"), percpu_(context.options.get_bool("percpu")) {}
+      : readings_(context.roots.proc), percpu_(context.options.get_bool("percpu")) {}
 
   bool sample(SampleWriter& out) override {
-    parse_proc_stat_cpus(stat_.read(), now_);
-    // The first reading (or one after CPUs came or went) only primes the rate.
-    bool comparable = primed_ && (!percpu_ || now_.cpus.size() == before_.cpus.size());
-    if (comparable && !percpu_) {
-      cpu_times_percent(before_.total, now_.total, shares_);
+    if (!readings_.next(percpu_)) return false;
+    const auto& before = readings_.before();
+    const auto& now = readings_.now();
+    if (!percpu_) {
+      cpu_times_percent(before.total, now.total, shares_);
       for (int i = 0; i < shares_.fields; ++i) out.set(kCpuTimeFields[i], shares_.seconds[i]);
     }
-    if (comparable && percpu_) {
-      for (std::size_t cpu = 0; cpu < now_.cpus.size(); ++cpu) {
-        cpu_times_percent(before_.cpus[cpu], now_.cpus[cpu], shares_);
-        for (int i = 0; i < shares_.fields; ++i) out.set(key_(cpu, i), shares_.seconds[i]);
-      }
+    for (std::size_t cpu = 0; percpu_ && cpu < now.cpus.size(); ++cpu) {
+      cpu_times_percent(before.cpus[cpu], now.cpus[cpu], shares_);
+      for (int i = 0; i < shares_.fields; ++i) out.set(key_(cpu, i), shares_.seconds[i]);
     }
-    std::swap(before_, now_);
-    primed_ = true;
-    return comparable;
+    return true;
   }
 
  private:
-  ProcFile stat_;
+  ProcStatReadings readings_;
   bool percpu_;
-  ProcStatCpus before_, now_;
   CpuTimes shares_;  // percentages, in CpuTimes' field order
   PerCpuTimeKeys key_;
-  bool primed_ = false;
 };
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "procfs.h"
+
 namespace fructosa::sensors {
 
 // psutil's scputimes fields, in /proc/stat order. Older kernels have only the first 7..9.
@@ -34,6 +36,30 @@ struct ProcStatCpus {
 
 // Fills `out` (reusing its storage). Throws SensorUnavailable if there is no "cpu" line.
 void parse_proc_stat_cpus(std::string_view text, ProcStatCpus& out);
+
+// The two latest readings of /proc/stat, which the rate sensors compare (psutil compares a
+// reading with the previous one; the very first reading only primes).
+class ProcStatReadings {
+ public:
+  explicit ProcStatReadings(const std::string& proc_root) : stat_(proc_root + "/stat") {}
+  // Takes a reading. True when there is an earlier one to compare with, with the same CPUs
+  // when `per_cpu` (CPUs that come or go prime anew). A failed read changes nothing.
+  bool next(bool per_cpu) {
+    parse_proc_stat_cpus(stat_.read(), next_);
+    std::swap(before_, now_);
+    std::swap(now_, next_);
+    bool comparable = primed_ && (!per_cpu || now_.cpus.size() == before_.cpus.size());
+    primed_ = true;
+    return comparable;
+  }
+  const ProcStatCpus& before() const { return before_; }
+  const ProcStatCpus& now() const { return now_; }
+
+ private:
+  ProcFile stat_;
+  ProcStatCpus before_, now_, next_;
+  bool primed_ = false;
+};
 
 // psutil's cpu_percent(): busy share of the time between two readings, rounded to 0.1.
 double cpu_busy_percent(const CpuTimes& before, const CpuTimes& after);
