@@ -3,7 +3,9 @@ on the network fixtures.
 
 Exact: the set of NICs, isup/duplex/speed/mtu/flags, address counts and addresses (as sets).
 Bracketed by a psutil read before and one after lagent's: the I/O counters (exactly, as they
-only grow) and the connection counts (widened by 2, as sockets come and go meanwhile).
+only grow) and the connection counts (widened by 2, as sockets come and go meanwhile). On the
+live system lagent counts sockets over NETLINK_SOCK_DIAG while psutil reads /proc/net: the
+comparison checks that both list the same sockets.
 """
 import json
 import os
@@ -62,10 +64,30 @@ class PsutilNetTest(FructosaTestCase):
             for _ in range(40):
                 sockets.append(socket.create_connection(listener.getsockname()[:2]))
                 sockets.append(listener.accept()[0])
+            # Closed by the client only (FIN_WAIT2 and CLOSE_WAIT), and by both (TIME_WAIT).
+            for close_server in (False, True):
+                client = socket.create_connection(listener.getsockname()[:2])
+                server = listener.accept()[0]
+                client.close()
+                if close_server:
+                    server.close()
+                else:
+                    sockets.append(server)
+            # Bound, neither listening nor connected: /proc/net/tcp (psutil) does not list them,
+            # and lagent's netlink dump must not either (no TCP_BOUND_INACTIVE). 4 of them, more
+            # than the tolerance below.
+            for _ in range(4):
+                bound = socket.socket(family, socket.SOCK_STREAM)
+                bound.bind((host, 0))
+                sockets.append(bound)
             udp = socket.socket(family, socket.SOCK_DGRAM)
             udp.bind((host, 0))
             sockets.append(udp)
+            connected = socket.socket(family, socket.SOCK_DGRAM)
+            connected.connect(udp.getsockname()[:2])
+            sockets.append(connected)
         sockets += socket.socketpair()
+        sockets += socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
 
     def test_if_stats_match_psutil_exactly(self):
         metrics, labels = self.probe(["NetIFStats"])["NetIFStats"]

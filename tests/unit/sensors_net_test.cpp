@@ -4,7 +4,15 @@
 // psutil 5.9.4 pointed at the same files (psutil.PROCFS_PATH) where psutil reads files, and
 // are worked out by hand, with node_exporter's e2e-output.txt, where psutil uses ioctls.
 #include <gtest/gtest.h>
+#include <linux/netlink.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -301,6 +309,196 @@ TEST(NetConnections, ReadsTablesLongerThanOneKernelPage) {
   EXPECT_EQ(metrics["count"], 500);
   EXPECT_EQ(metrics["tcp.ESTABLISHED"], 250);
   EXPECT_EQ(metrics["tcp.TIME_WAIT"], 250);
+}
+
+namespace {
+
+// Sockets of every kind NetConnections counts, held open by a live test: per family (IPv6 when
+// this kernel has it), a TCP listener, 2 connections (4 ESTABLISHED sockets), one connection
+// closed by the client only (client FIN_WAIT2, kept by the kernel as a timewait socket with
+// that substate; server CLOSE_WAIT), one closed by both (client TIME_WAIT), a TCP socket bound
+// but neither listening nor connected (listed nowhere in /proc/net/tcp), a bound UDP socket and
+// a connected one; UNIX stream and datagram pairs and a listening UNIX socket.
+class LiveSockets {
+ public:
+  LiveSockets() {
+    inet(AF_INET);
+    ipv6_ = inet(AF_INET6);
+    int pair[2];
+    for (int type : {SOCK_STREAM, SOCK_DGRAM}) {
+      if (::socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, pair) != 0) fail("socketpair");
+      keep(pair[0]);
+      keep(pair[1]);
+    }
+    int listener = keep(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    auto name = "fructosa-test-" + std::to_string(::getpid());  // abstract: no file to remove
+    std::memcpy(address.sun_path + 1, name.data(), name.size());
+    if (::bind(listener, reinterpret_cast<sockaddr*>(&address),
+               static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size())) != 0 ||
+        ::listen(listener, 4) != 0)
+      fail("unix listener");
+  }
+  ~LiveSockets() {
+    for (int fd : fds_) ::close(fd);
+  }
+  LiveSockets(const LiveSockets&) = delete;
+  LiveSockets& operator=(const LiveSockets&) = delete;
+  bool ipv6() const { return ipv6_; }
+
+ private:
+  [[noreturn]] static void fail(const std::string& what) {
+    throw std::runtime_error(what + ": " + std::strerror(errno));
+  }
+  int keep(int fd) {
+    if (fd < 0) fail("socket");
+    fds_.push_back(fd);
+    return fd;
+  }
+  static sockaddr_storage loopback(int family) {
+    sockaddr_storage address{};
+    if (family == AF_INET) {
+      auto* v4 = reinterpret_cast<sockaddr_in*>(&address);
+      v4->sin_family = AF_INET;
+      v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else {
+      auto* v6 = reinterpret_cast<sockaddr_in6*>(&address);
+      v6->sin6_family = AF_INET6;
+      v6->sin6_addr = in6addr_loopback;
+    }
+    return address;
+  }
+  // A socket of `type` bound to the loopback address, port chosen by the kernel; -1 when the
+  // family is not there (IPv6).
+  int bound(int family, int type, sockaddr_storage& address) {
+    address = loopback(family);
+    socklen_t length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    int fd = ::socket(family, type | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      if (family == AF_INET6) return -1;
+      fail("socket");
+    }
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ::close(fd);
+      if (family == AF_INET6) return -1;
+      fail("bind");
+    }
+    return keep(fd);
+  }
+  bool inet(int family) {
+    sockaddr_storage address;
+    int listener = bound(family, SOCK_STREAM, address);
+    if (listener < 0) return false;
+    if (::listen(listener, 16) != 0) fail("listen");
+    socklen_t length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    auto connect = [&](int& client, int& server) {
+      client = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (client < 0 || ::connect(client, reinterpret_cast<sockaddr*>(&address), length) != 0)
+        fail("connect");
+      server = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (server < 0) fail("accept");
+    };
+    int client, server;
+    for (int i = 0; i < 2; ++i) {
+      connect(client, server);
+      keep(client);
+      keep(server);
+    }
+    connect(client, server);  // closed by the client: FIN_WAIT2 and CLOSE_WAIT
+    ::close(client);
+    keep(server);
+    connect(client, server);  // closed by both, client first: TIME_WAIT
+    ::close(client);
+    ::close(server);
+    sockaddr_storage unused;
+    bound(family, SOCK_STREAM, unused);  // bound only
+    int udp = bound(family, SOCK_DGRAM, address);
+    int connected = keep(::socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (::connect(connected, reinterpret_cast<sockaddr*>(&address), length) != 0)
+      fail("connect udp");
+    (void)udp;
+    return true;
+  }
+
+  std::vector<int> fds_;
+  bool ipv6_ = false;
+};
+
+// How many descriptors of this process are open on /proc/net socket tables.
+int open_socket_tables() {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    auto target = std::filesystem::read_symlink(entry.path(), error).string();
+    for (std::string_view table : {"/net/tcp", "/net/tcp6", "/net/udp", "/net/udp6", "/net/unix"})
+      if (!error && target.size() >= table.size() &&
+          target.compare(target.size() - table.size(), table.size(), table) == 0)
+        ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST(NetConnections, NetlinkCountsAreTheProcNetCountsOnThisMachine) {
+  // On the live /proc the sensor asks the kernel over NETLINK_SOCK_DIAG; through a symlink to
+  // /proc it reads the /proc/net files as on fixtures. Both must count the same sockets, the
+  // bound-only TCP sockets of LiveSockets left out as /proc/net/tcp leaves them out.
+  int probe = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (probe < 0) GTEST_SKIP() << "no NETLINK_SOCK_DIAG here: " << std::strerror(errno);
+  ::close(probe);
+  LiveSockets sockets;
+  ScratchProc scratch;
+  const std::string linked = scratch.path() + "/proc";
+  std::filesystem::create_directory_symlink("/proc", linked);
+  const int tables_before = open_socket_tables();
+  for (std::string kind : {"all", "inet", "inet6", "tcp4", "tcp6", "udp4", "unix"}) {
+    SCOPED_TRACE("kind=" + kind);
+    Probe netlink("NetConnections", "/proc", "/sys", {"kind=" + kind});
+    netlink.read();
+    EXPECT_EQ(open_socket_tables(), tables_before)
+        << "the sensor on /proc read /proc/net files (netlink refused?)";
+    Probe files("NetConnections", linked, "/sys", {"kind=" + kind});
+    // Other processes may open and close sockets meanwhile (this machine runs other tests):
+    // read files, netlink, files until the three agree, as they do at once on a quiet machine.
+    // When the two file reads agree but netlink differs twice, netlink counts otherwise. Only
+    // if the file reads hardly ever agree (sockets changing all the time) may the netlink
+    // count lie anywhere between them, widened by 2 for sockets that came and went between
+    // the reads.
+    std::map<std::string, double> before, counted, after;
+    bool agreed = false;
+    int quiet_mismatches = 0;
+    for (int attempt = 0; attempt < 10 && !agreed; ++attempt) {
+      before = files.read().metrics;
+      counted = netlink.read().metrics;
+      after = files.read().metrics;
+      agreed = before == after && counted == after;
+      quiet_mismatches += before == after && !agreed;
+    }
+    if (!agreed) {
+      EXPECT_LT(quiet_mismatches, 2) << "/proc/net stood still but netlink counted otherwise";
+      ASSERT_EQ(counted.size(), after.size());
+      for (const auto& [key, value] : after) {
+        ASSERT_EQ(counted.count(key), 1u) << key;
+        double low = std::min(before.at(key), value) - 2,
+               high = std::max(before.at(key), value) + 2;
+        EXPECT_TRUE(low <= counted[key] && counted[key] <= high)
+            << key << ": netlink " << counted[key] << ", /proc/net " << before.at(key) << " then "
+            << value;
+      }
+    }
+    if (kind == "all") {  // LiveSockets' own sockets are there
+      const double families = sockets.ipv6() ? 2 : 1;
+      EXPECT_GE(counted["tcp.LISTEN"], families);
+      EXPECT_GE(counted["tcp.ESTABLISHED"], 4 * families);
+      EXPECT_GE(counted["tcp.CLOSE_WAIT"], families);
+      EXPECT_GE(counted["tcp.FIN_WAIT2"] + counted["tcp.TIME_WAIT"], 2 * families);
+      EXPECT_GE(counted["udp4.count"], 2);
+      EXPECT_GE(counted["unix.count"], 5);
+    }
+  }
 }
 
 TEST(NetIFStats, NodeExporterNicsAsPsutilWouldReportThem) {
