@@ -201,14 +201,15 @@ std::uint32_t AgentDictionary::sensor_index(const std::string& sensor, Dictionar
 
 std::uint32_t AgentDictionary::series_index(std::uint32_t sensor, const std::string& sensor_name,
                                             const std::string& key, DictionaryUpdate& update) {
-  std::string id = fmt::format("{}\n{}", sensor, key);
-  auto found = series_ids_.find(id);
-  if (found != series_ids_.end()) return found->second;
+  if (series_ids_.size() <= sensor) series_ids_.resize(sensor + 1);
+  auto& ids = series_ids_[sensor];
+  auto found = ids.find(key);
+  if (found != ids.end()) return found->second;
   auto index = static_cast<std::uint32_t>(series_.size());
   if (update.series.empty()) update.first_series = index;
   series_.push_back({sensor, key, metric_info_(sensor_name, key)});
   update.series.push_back(series_.back());
-  series_ids_.emplace(std::move(id), index);
+  ids.emplace(key, index);
   return index;
 }
 

@@ -113,8 +113,7 @@ class AgentDictionary {
   std::vector<SensorDescription> sensors_;
   std::vector<SeriesDescription> series_;
   std::unordered_map<std::string, std::uint32_t> sensor_ids_;
-  // Keyed by "<sensor index>\n<key>" to keep one flat map.
-  std::unordered_map<std::string, std::uint32_t> series_ids_;
+  std::vector<std::unordered_map<std::string, std::uint32_t>> series_ids_;  // per sensor index, by key
 };
 
 // The master's half: grows with Dictionary messages and turns WireSamples into Samples.

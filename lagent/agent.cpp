@@ -72,7 +72,6 @@ struct SensorTask {
   AlignedSchedule schedule;
   asio::steady_timer timer;
   std::int64_t deadline = 0;
-  std::uint64_t missed = 0;
   std::atomic<bool> busy{false};
   std::atomic<bool> stopped{false};
   bool unavailable = false;  // touched by the reading thread only (reads never overlap)
@@ -150,14 +149,12 @@ class Agent {
         task->busy = false;
       });
     } else {
-      ++task->missed;
       sensors::AgentStats::instance().record_missed(task->definition->name, 1);
       spdlog::debug("{}: the previous reading is still running; skipping the one due now", task->definition->name);
     }
     std::uint64_t skipped = 0;
     task->deadline = task->schedule.next(deadline, wall_clock_ns(), skipped);
     if (skipped) {
-      task->missed += skipped;
       sensors::AgentStats::instance().record_missed(task->definition->name, skipped);
       spdlog::debug("{}: {} reading time(s) passed while the agent was busy", task->definition->name, skipped);
     }

@@ -54,8 +54,7 @@ struct Sender::State {
   double linger = 0;
   int wake_fd = -1;
 
-  mutable std::mutex counters_mutex;
-  SenderCounters counters;
+  sensors::SenderStats counters;  // sender thread only; published to AgentStats
 
   // Owned by the sender thread.
   std::thread thread;
@@ -76,12 +75,10 @@ struct Sender::State {
     return sent.has_value();  // no value: the queue towards lmaster is full (EAGAIN)
   }
 
-  void update_counters(const std::function<void(SenderCounters&)>& change) {
-    std::lock_guard lock(counters_mutex);
+  void update_counters(const std::function<void(sensors::SenderStats&)>& change) {
     change(counters);
     counters.unacked = unacked.size();
-    sensors::AgentStats::instance().set_sender({counters.batches_sent, counters.batches_acked,
-                                                counters.batches_dropped, counters.resyncs, counters.unacked});
+    sensors::AgentStats::instance().set_sender(counters);
   }
 
   void send_hello() { send(encode_hello(settings.host, session, FRUCTOSA_VERSION)); }
@@ -102,7 +99,7 @@ struct Sender::State {
     if (dropped)
       spdlog::warn("lmaster has not acknowledged {} batches; dropped the oldest {} (see max_unacked_batches)",
                    settings.max_unacked_batches, dropped);
-    update_counters([&](SenderCounters& c) {
+    update_counters([&](sensors::SenderStats& c) {
       c.batches_sent += sent;
       c.batches_dropped += dropped;
     });
@@ -131,7 +128,7 @@ struct Sender::State {
         unacked.pop_front();
         ++acked;
       }
-      update_counters([&](SenderCounters& c) { c.batches_acked += acked; });
+      update_counters([&](sensors::SenderStats& c) { c.batches_acked += acked; });
       send_unsent();
     } else if (decoded.type == MessageType::resync) {
       spdlog::info("lmaster {} asked for a resync ({}); sending the dictionary and {} unacknowledged batches",
@@ -140,7 +137,7 @@ struct Sender::State {
       send(dictionary.encode_everything());
       for (auto& batch : unacked) batch.sent = false;
       send_unsent();
-      update_counters([](SenderCounters& c) { ++c.resyncs; });
+      update_counters([](sensors::SenderStats& c) { ++c.resyncs; });
     } else {
       spdlog::warn("ignoring an unexpected {} message from lmaster {}", to_string(decoded.type), settings.endpoint);
     }
@@ -235,9 +232,5 @@ std::size_t Sender::stop(double linger_seconds) {
   return state_->unacked.size();
 }
 
-SenderCounters Sender::counters() const {
-  std::lock_guard lock(state_->counters_mutex);
-  return state_->counters;
-}
 
 }  // namespace fructosa::agent

@@ -21,14 +21,6 @@ struct SenderSettings {
   std::size_t max_batch_samples = 1000;
 };
 
-struct SenderCounters {
-  std::uint64_t batches_sent = 0;
-  std::uint64_t batches_acked = 0;
-  std::uint64_t batches_dropped = 0;  // unacknowledged batches dropped beyond the limit
-  std::uint64_t resyncs = 0;
-  std::size_t unacked = 0;
-};
-
 class Sender {
  public:
   explicit Sender(SenderSettings settings);
@@ -41,9 +33,8 @@ class Sender {
 
   // Sends what is queued and waits up to `linger_seconds` for the master to acknowledge every
   // batch, then stops the thread. Returns the number of batches left unacknowledged.
+  // (Its counters are published as lagent's own metrics: sensors/agent_stats.h.)
   std::size_t stop(double linger_seconds);
-
-  SenderCounters counters() const;
 
  private:
   struct State;
