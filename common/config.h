@@ -85,6 +85,8 @@ class Options {
     return std::get<std::vector<std::string>>(at(name));
   }
   const Value& get(const std::string& name) const { return at(name); }
+  // True when `name` is an option of the table these values were parsed with.
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
   // True when the value came from the file (or -o), not from the default.
   bool is_set(const std::string& name) const { return explicitly_set_.count(name) > 0; }
   bool operator==(const Options& other) const { return values_ == other.values_; }

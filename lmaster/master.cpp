@@ -12,6 +12,8 @@
 #include "codec.h"
 #include "logging.h"
 #include "master_config.h"
+#include "output_runner.h"
+#include "sample_spool.h"
 
 namespace fructosa::master {
 namespace {
@@ -23,6 +25,17 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kResyncEvery = std::chrono::seconds(2);
 // Peers silent for this long are forgotten (their dictionary with them).
 constexpr auto kForgetPeerAfter = std::chrono::minutes(30);
+// Accepted samples are handed to the outputs in blocks of up to this many (fewer when the socket
+// has nothing more waiting), so that a busy master gives its outputs large batches.
+constexpr std::size_t kHandOverSamples = 4096;
+
+// The host name the master's own samples carry (short, like the agents').
+std::string short_hostname() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string host(name);
+  return host.substr(0, host.find('.'));
+}
 
 struct Peer {
   std::string address;  // tcp peer address, for log lines
@@ -64,10 +77,14 @@ class Master {
                  output_names());
     ready();
 
-    auto next_flush = Clock::now() + flush_period();
+    auto next_housekeeping = Clock::now() + std::chrono::seconds(1);
+    auto next_stats = next_stats_time();
     bool running = true;
     while (running) {
-      auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(next_flush - Clock::now());
+      auto wake = std::min(next_housekeeping, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                  next_stats - std::chrono::system_clock::now()));
+      auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()) +
+                     std::chrono::milliseconds(1);
       zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, signal_fd, ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, std::max(timeout, std::chrono::milliseconds(0)));
       if (items[1].revents & ZMQ_POLLIN) {
@@ -81,17 +98,25 @@ class Master {
           }
         }
       }
-      // Drain what is queued (bounded, so signals and flushes still get their turn).
+      // Drain what is queued (bounded, so signals and timers still get their turn).
       for (int i = 0; i < 10000 && receive(router); ++i) {
+        if (pending_.size() >= kHandOverSamples) hand_over();
       }
-      if (Clock::now() >= next_flush) {
-        flush_outputs();
+      if (std::chrono::system_clock::now() >= next_stats) {
+        report_stats(next_stats);
+        next_stats = next_stats_time();
+      }
+      hand_over();
+      if (Clock::now() >= next_housekeeping) {
         forget_silent_peers();
-        next_flush = Clock::now() + flush_period();
+        next_housekeeping = Clock::now() + std::chrono::seconds(1);
       }
     }
-    flush_outputs();
-    outputs_.clear();
+    hand_over();
+    // Every output gets its grace period at the same time, then each spools what it still holds.
+    for (auto& runner : runners_) runner->begin_stop();
+    for (auto& runner : runners_) runner->stop();
+    runners_.clear();
     ::close(signal_fd);
     spdlog::info("lmaster stopped");
     return 0;
@@ -99,35 +124,87 @@ class Master {
 
  private:
   void open_outputs() {
-    for (const auto& output : config_.outputs) outputs_.push_back(make_output(output, infos_));
-    if (outputs_.empty()) spdlog::warn("{} enables no output section: samples are acknowledged and discarded", config_path_);
+    budget_ = std::make_unique<DiskBudget>(config_.spool_max_bytes);
+    for (const auto& output : config_.outputs) {
+      RunnerSettings settings;
+      settings.queue_max_points = static_cast<std::size_t>(output.options.get_int("queue_max_points"));
+      settings.retry_max_interval = output.options.get_real("retry_max_interval");
+      settings.retry_min_interval = std::min(settings.retry_min_interval, settings.retry_max_interval);
+      if (config_.spool_max_bytes > 0) {
+        settings.spool_dir = std::filesystem::path(config_.data_dir) / "spool" / output.section;
+        settings.budget = budget_.get();
+      }
+      runners_.push_back(std::make_unique<OutputRunner>(make_output(output, infos_), settings));
+    }
+    if (runners_.empty()) spdlog::warn("{} enables no output section: samples are acknowledged and discarded", config_path_);
+    describe_own_metrics();
   }
 
   std::string output_names() const {
     std::string names;
-    for (const auto& output : outputs_) names += (names.empty() ? "" : ", ") + output->name();
+    for (const auto& runner : runners_) names += (names.empty() ? "" : ", ") + runner->name();
     return names.empty() ? "none" : names;
   }
 
-  Clock::duration flush_period() const {
-    double seconds = 1.0;
-    for (const auto& output : outputs_) seconds = std::min(seconds, output->flush_period());
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  // Gives every output what was accepted since the last hand-over (one shared copy for all).
+  void hand_over() {
+    if (pending_.empty()) return;
+    auto samples = std::make_shared<const std::vector<Sample>>(std::move(pending_));
+    pending_ = {};
+    pending_.reserve(256);
+    for (auto& runner : runners_) runner->submit(samples);
   }
 
-  // Runs `action` on every output; one output's failure is logged and never stops the others.
-  void for_each_output(std::string_view what, const std::function<void(Output&)>& action) {
-    for (auto& output : outputs_) {
-      try {
-        action(*output);
-      } catch (const std::exception& error) {
-        spdlog::error("output {}: {} failed: {}", output->name(), what, error.what());
-      }
+  // The `lmaster` sensor: the master's own counters, reported like any agent's sensor.
+  void describe_own_metrics() {
+    auto describe = [&](const std::string& key, std::string unit, Kind kind, std::string description) {
+      infos_.remember(kOwnSensor, key, MetricInfo{std::move(unit), kind, std::move(description)});
+    };
+    describe("received", "count", Kind::counter, "points accepted from agents");
+    describe("batches", "count", Kind::counter, "batches accepted from agents");
+    describe("agents", "count", Kind::gauge, "agents heard from during the last interval");
+    for (const auto& runner : runners_) {
+      const auto& name = runner->name();
+      describe(name + ".sent", "count", Kind::counter, "points the " + name + " output delivered");
+      describe(name + ".retried", "count", Kind::counter, "points the " + name + " output sent again after a failure");
+      describe(name + ".dropped", "count", Kind::counter,
+               "points the " + name + " output gave up (refused for good, or past memory and spool budgets)");
+      describe(name + ".queued", "count", Kind::gauge, "points waiting for the " + name + " output (memory and spool)");
+      describe(name + ".spool_bytes", "bytes", Kind::gauge, "bytes the " + name + " output holds in its spool");
     }
   }
 
-  void flush_outputs() {
-    for_each_output("flush", [](Output& output) { output.flush(); });
+  // Stats are timestamped on multiples of stats_interval, like an agent's samples.
+  std::chrono::system_clock::time_point next_stats_time() const {
+    auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(config_.stats_interval));
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>((now / interval + 1) * interval));
+  }
+
+  void report_stats(std::chrono::system_clock::time_point when) {
+    Sample sample;
+    sample.host = own_host_;
+    sample.sensor = kOwnSensor;
+    sample.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count();
+    auto add = [&](std::string key, double value) { sample.metrics.push_back({std::move(key), value}); };
+    add("received", static_cast<double>(received_points_));
+    add("batches", static_cast<double>(received_batches_));
+    auto since = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(config_.stats_interval));
+    std::size_t agents = 0;
+    for (const auto& [identity, peer] : peers_) agents += !peer.host.empty() && peer.last_seen >= since;
+    add("agents", static_cast<double>(agents));
+    for (const auto& runner : runners_) {
+      RunnerStats stats = runner->stats();
+      add(runner->name() + ".sent", static_cast<double>(stats.sent));
+      add(runner->name() + ".retried", static_cast<double>(stats.retried));
+      add(runner->name() + ".dropped", static_cast<double>(stats.dropped));
+      add(runner->name() + ".queued", static_cast<double>(stats.queued_points));
+      add(runner->name() + ".spool_bytes", static_cast<double>(stats.spool_bytes));
+    }
+    pending_.push_back(std::move(sample));
   }
 
   void reopen() {
@@ -139,7 +216,7 @@ class Master {
     } catch (const ConfigError& error) {
       spdlog::error("SIGHUP: keeping the running logging configuration: {}", error.what());
     }
-    for_each_output("reopen", [](Output& output) { output.reopen(); });
+    for (auto& runner : runners_) runner->request_reopen();
   }
 
   void forget_silent_peers() {
@@ -248,13 +325,22 @@ class Master {
       send(router, identity, encode_ack(last));
       return;
     }
-    std::vector<Sample> samples;
-    samples.reserve(message.samples.size());
-    for (const auto& wire : message.samples) samples.push_back(peer.dictionary.resolve(wire, peer.host));
+    // Resolve everything first: a bad index rejects the whole batch, never half of it.
+    std::size_t first = pending_.size();
+    try {
+      for (const auto& wire : message.samples) {
+        pending_.push_back(peer.dictionary.resolve(wire, peer.host));
+        received_points_ += pending_.back().metrics.size();
+      }
+    } catch (...) {
+      for (std::size_t i = first; i < pending_.size(); ++i) received_points_ -= pending_[i].metrics.size();
+      pending_.resize(first);
+      throw;
+    }
+    ++received_batches_;
     if (last != 0 && message.sequence != last + 1)
       spdlog::warn("agent {}: batches {}..{} never arrived (dropped by the agent?)", peer.host, last + 1,
                    message.sequence - 1);
-    for_each_output("write", [&](Output& output) { output.write(samples); });
     last = message.sequence;
     send(router, identity, encode_ack(last));
   }
@@ -262,8 +348,14 @@ class Master {
   std::string config_path_;
   MasterConfig config_;
   bool foreground_;
+  static inline const std::string kOwnSensor = "lmaster";
+  std::string own_host_ = short_hostname();
   MetricInfoStore infos_;
-  std::vector<std::unique_ptr<Output>> outputs_;
+  std::unique_ptr<DiskBudget> budget_;
+  std::vector<std::unique_ptr<OutputRunner>> runners_;
+  std::vector<Sample> pending_;  // accepted, not yet handed to the outputs
+  std::uint64_t received_points_ = 0;
+  std::uint64_t received_batches_ = 0;
   std::map<std::string, Peer> peers_;
   std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> last_sequence_;
 };

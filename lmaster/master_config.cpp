@@ -7,25 +7,78 @@
 
 #include "daemon.h"
 #include "logging.h"
+#include "outputs/elasticsearch_output.h"
+#include "outputs/graphite_output.h"
 #include "outputs/hdf5_output.h"
 #include "outputs/stdout_output.h"
 
 namespace fructosa::master {
 namespace {
 
-const OptionTable kStdoutOptions{};
-
 struct OutputKind {
-  std::string_view section;
-  const OptionTable& (*options)();
+  std::string_view section;  // matched case-insensitively: FrUCToSA wrote [Graphite]
+  const OptionTable& (*own_options)();
+  std::unique_ptr<Output> (*make)(const Options& options, const MetricInfoStore& infos);
 };
+
+const OptionTable& no_options() {
+  static const OptionTable table;
+  return table;
+}
 
 const OutputKind kOutputKinds[] = {
-    {"stdout", []() -> const OptionTable& { return kStdoutOptions; }},
-    {"hdf5", &Hdf5Output::hdf5_options},
+    {"stdout", &no_options,
+     [](const Options&, const MetricInfoStore& infos) -> std::unique_ptr<Output> {
+       return std::make_unique<StdoutOutput>(std::cout, infos);
+     }},
+    {"hdf5", &Hdf5Output::hdf5_options,
+     [](const Options& options, const MetricInfoStore& infos) -> std::unique_ptr<Output> {
+       // A fresh install has no data directory yet: make it, as systemd's StateDirectory would.
+       auto directory = std::filesystem::path(options.get_text("path")).parent_path();
+       std::error_code error;
+       if (!directory.empty() && !std::filesystem::create_directories(directory, error) && error)
+         throw std::runtime_error(fmt::format("cannot create {}: {}", directory.string(), error.message()));
+       return std::make_unique<Hdf5Output>(options, infos);
+     }},
+    {"Graphite", &graphite_options, &make_graphite_output},
+    {"elasticsearch", &elasticsearch_options, &make_elasticsearch_output},
 };
 
+const OutputKind* find_output_kind(std::string_view section) {
+  for (const auto& kind : kOutputKinds) {
+    if (kind.section.size() != section.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < section.size() && same; ++i)
+      same = std::tolower(static_cast<unsigned char>(kind.section[i])) ==
+             std::tolower(static_cast<unsigned char>(section[i]));
+    if (same) return &kind;
+  }
+  return nullptr;
+}
+
+// An output's own keys followed by the keys every output has.
+OptionTable full_table(const OutputKind& kind) {
+  OptionTable table = kind.own_options();
+  const auto& common = output_common_options();
+  table.insert(table.end(), common.begin(), common.end());
+  return table;
+}
+
 }  // namespace
+
+const OptionTable& output_common_options() {
+  static const OptionTable table{
+      {.name = "queue_max_points", .type = OptionType::integer, .default_value = "1000000",
+       .help = "points this output may hold in memory while it is behind; beyond them they go to "
+               "the spool under [lmaster] data_dir",
+       .min = 1000},
+      {.name = "retry_max_interval", .type = OptionType::real, .default_value = "30",
+       .help = "longest wait in seconds between two tries after a failure (the wait starts at 0.5 s "
+               "and doubles)",
+       .min = 0.1},
+  };
+  return table;
+}
 
 const OptionTable& master_options() {
   static const OptionTable table{
@@ -33,6 +86,16 @@ const OptionTable& master_options() {
        .help = "address to listen on for agents (* for every interface)"},
       {.name = "incoming data port", .type = OptionType::integer, .default_value = "7888",
        .help = "port to listen on for agents; 0 picks a free one and logs it", .min = 0, .max = 65535},
+      {.name = "data_dir", .type = OptionType::text, .default_value = "/var/lib/fructosa",
+       .help = "directory for the spools of outputs that are behind (relative to this file)"},
+      {.name = "spool_max_bytes", .type = OptionType::integer, .default_value = "1073741824",
+       .help = "disk budget of all output spools together; past it the oldest points are dropped "
+               "and counted; 0 keeps nothing on disk",
+       .min = 0},
+      {.name = "stats_interval", .type = OptionType::real, .default_value = "10",
+       .help = "seconds between two samples of the master's own sensor `lmaster` (per-output "
+               "counters sent, retried, dropped, queued)",
+       .min = 0.1},
   };
   return table;
 }
@@ -43,19 +106,27 @@ MasterConfig load_master_config(const std::string& path) {
   config.path = path;
   for (const auto& section : file.sections()) {
     if (section.name == "lmaster" || section.name == "logging") continue;
-    const OutputKind* kind = nullptr;
-    for (const auto& candidate : kOutputKinds)
-      if (candidate.section == section.name) kind = &candidate;
+    const OutputKind* kind = find_output_kind(section.name);
     if (!kind)
-      throw ConfigError(fmt::format("{}: unknown section (known: [lmaster], [logging], [stdout], [hdf5])",
-                                    file.where(section)));
-    OutputConfig output{section.name, parse_section(kind->options(), file, &section)};
-    if (section.name == "hdf5") output.options.set("path", resolve_config_path(path, output.options.get_text("path")), true);
+      throw ConfigError(fmt::format(
+          "{}: unknown section (known: [lmaster], [logging], [stdout], [hdf5], [Graphite], [elasticsearch])",
+          file.where(section)));
+    for (const auto& other : config.outputs)
+      if (other.section == kind->section)
+        throw ConfigError(fmt::format("{}: [{}] is already enabled above", file.where(section), kind->section));
+    OutputConfig output{std::string(kind->section), parse_section(full_table(*kind), file, &section)};
+    // Paths in an output section are relative to the configuration file, like every path here.
+    for (const char* key : {"path", "credentials_file", "ca_file"})
+      if (output.options.has(key) && !output.options.get_text(key).empty())
+        output.options.set(key, resolve_config_path(path, output.options.get_text(key)), true);
     config.outputs.push_back(std::move(output));
   }
   Options master = parse_section(master_options(), file, file.find("lmaster"));
   config.bind_host = master.get_text("host");
   config.port = static_cast<int>(master.get_int("incoming data port"));
+  config.data_dir = resolve_config_path(path, master.get_text("data_dir"));
+  config.spool_max_bytes = static_cast<std::uint64_t>(master.get_int("spool_max_bytes"));
+  config.stats_interval = master.get_real("stats_interval");
   config.logging = parse_section(logging_options(), file, file.find("logging"));
   if (!config.logging.get_text("filename").empty())
     config.logging.set("filename", resolve_config_path(path, config.logging.get_text("filename")), true);
@@ -63,16 +134,15 @@ MasterConfig load_master_config(const std::string& path) {
 }
 
 std::unique_ptr<Output> make_output(const OutputConfig& config, const MetricInfoStore& infos) {
-  if (config.section == "stdout") return std::make_unique<StdoutOutput>(std::cout, infos);
-  if (config.section == "hdf5") {
-    // A fresh install has no data directory yet: make it, as systemd's StateDirectory would.
-    auto directory = std::filesystem::path(config.options.get_text("path")).parent_path();
-    std::error_code error;
-    if (!directory.empty() && !std::filesystem::create_directories(directory, error) && error)
-      throw std::runtime_error(fmt::format("cannot create {}: {}", directory.string(), error.message()));
-    return std::make_unique<Hdf5Output>(config.options, infos);
-  }
-  throw std::logic_error("no output for section " + config.section);
+  const OutputKind* kind = find_output_kind(config.section);
+  if (!kind) throw std::logic_error("no output for section " + config.section);
+  return kind->make(config.options, infos);
+}
+
+OptionTable output_options(std::string_view section) {
+  const OutputKind* kind = find_output_kind(section);
+  if (!kind) throw std::logic_error("no output for section " + std::string(section));
+  return full_table(*kind);
 }
 
 }  // namespace fructosa::master

@@ -11,24 +11,32 @@
 namespace fructosa::master {
 
 struct OutputConfig {
-  std::string section;  // "stdout", "hdf5"
-  Options options;
+  std::string section;  // "stdout", "hdf5", "Graphite", "elasticsearch"
+  Options options;      // the output's own keys plus output_common_options()
 };
 
 struct MasterConfig {
   std::string path;
   std::string bind_host = "127.0.0.1";
   int port = 7888;  // 0: any free port (logged at start; for tests)
+  std::string data_dir;                 // spools of outputs that are behind, under <data_dir>/spool
+  std::uint64_t spool_max_bytes = 0;    // disk budget of all those spools together; 0: no spool
+  double stats_interval = 10;           // seconds between two samples of the `lmaster` sensor
   Options logging;
   std::vector<OutputConfig> outputs;
 };
 
 const OptionTable& master_options();  // [lmaster]
+// Keys every output section accepts besides its own (queue size, retry backoff).
+const OptionTable& output_common_options();
 
 // Throws ConfigError naming file, line, section and key.
 MasterConfig load_master_config(const std::string& path);
 
 // Creates the output a section describes; throws std::runtime_error (e.g. unwritable file).
 std::unique_ptr<Output> make_output(const OutputConfig& config, const MetricInfoStore& infos);
+
+// Every key a section accepts (for tests and help texts); `section` as in lmaster.conf.
+OptionTable output_options(std::string_view section);
 
 }  // namespace fructosa::master

@@ -558,7 +558,7 @@ struct Hdf5Output::Impl {
     check(H5Fflush(file.get(), H5F_SCOPE_LOCAL), "cannot flush the file");
   }
 
-  void write(const std::vector<Sample>& samples) {
+  void write(std::span<const Sample> samples) {
     std::vector<Table*> full;
     for (const auto& sample : samples) {
       auto host = tables.find(sample.host);
@@ -616,7 +616,7 @@ Hdf5Output::~Hdf5Output() {
 
 std::string Hdf5Output::name() const { return "hdf5"; }
 
-void Hdf5Output::write(const std::vector<Sample>& samples) {
+void Hdf5Output::write(std::span<const Sample> samples) {
   std::lock_guard lock(impl_->mutex);
   quiet_hdf5();
   impl_->write(samples);

@@ -42,7 +42,7 @@ class Hdf5Output final : public Output {
   std::string name() const override;
   // Buffers rows in memory; a table whose buffer reaches `chunk` rows is appended to the file at
   // once (that append may throw std::runtime_error; the rows then stay buffered).
-  void write(const std::vector<Sample>& samples) override;
+  void write(std::span<const Sample> samples) override;
   // Appends every buffered row (one extent change and one write per dataset), then H5Fflush.
   // Throws std::runtime_error on an HDF5 failure; the rows stay buffered for the next try.
   void flush() override;

@@ -1,9 +1,18 @@
-// An lmaster output: where received samples go (stdout, HDF5; Graphite and Elasticsearch later).
+// An lmaster output: where received samples go (stdout, HDF5, Graphite, Elasticsearch).
+//
+// Every output runs on its own thread behind its own queue (see output_runner.h): the master's
+// receiving loop never waits for a store. An output only has to deliver what it is given and say
+// what it could not deliver; queueing, spooling to disk, retries with backoff and the counters
+// that become the `lmaster` sensor's metrics are the runner's.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,23 +34,66 @@ class MetricInfoStore {
     if (found == infos_.end()) return std::nullopt;
     return found->second;
   }
+  // Every key known for `sensor`, sorted.
+  std::vector<std::pair<std::string, MetricInfo>> keys_of(const std::string& sensor) const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::pair<std::string, MetricInfo>> keys;
+    for (auto it = infos_.lower_bound({sensor, ""}); it != infos_.end() && it->first.first == sensor; ++it)
+      keys.emplace_back(it->first.second, it->second);
+    return keys;
+  }
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, std::string>, MetricInfo> infos_;
 };
 
+// What an output has done with the points (metric values) it was given. Written by the output's
+// thread, read by the master's when it reports the `lmaster` sensor.
+struct OutputCounters {
+  std::atomic<std::uint64_t> sent{0};     // points the store accepted (HDF5: written to the file)
+  std::atomic<std::uint64_t> retried{0};  // points sent again after a failure
+  std::atomic<std::uint64_t> dropped{0};  // points given up: refused for good, or over every budget
+};
+
+// Thrown by Output::write when the store cannot take the samples now (unreachable, 429, 5xx,
+// disk full). The runner waits (exponential backoff) and calls write again with only the
+// samples listed in `undelivered` (indices into what write was given; empty: all of them).
+class OutputError : public std::runtime_error {
+ public:
+  explicit OutputError(const std::string& what, std::vector<std::size_t> undelivered = {})
+      : std::runtime_error(what), undelivered(std::move(undelivered)) {}
+  std::vector<std::size_t> undelivered;
+};
+
 class Output {
  public:
   virtual ~Output() = default;
   virtual std::string name() const = 0;
-  // Takes samples the master has accepted. May buffer; must not block for long.
-  virtual void write(const std::vector<Sample>& samples) = 0;
-  // Called about every `flush_period()` seconds and before shutdown: make buffered data durable.
+  // Delivers (or buffers, for a file output) `samples`; runs on the output's thread. Points the
+  // store refuses for good (a malformed document) are counted in counters().dropped and logged;
+  // a temporary failure throws OutputError.
+  virtual void write(std::span<const Sample> samples) = 0;
+  // Called about every flush_period() seconds and before stop: send or write what is buffered.
+  // A failure throws (any exception); the output keeps the data for the next call.
   virtual void flush() {}
   virtual double flush_period() const { return 1.0; }
-  // SIGHUP / `lmaster reload`: reopen files (HDF5 starts a new file; logs are reopened).
+  // SIGHUP / `lmaster reload`: HDF5 starts a new file, network outputs reconnect.
   virtual void reopen() {}
+  // Samples the runner hands to one write() call at most.
+  virtual std::size_t batch_samples() const { return 1000; }
+
+  OutputCounters& counters() { return counters_; }
+
+ protected:
+  OutputCounters counters_;
 };
+
+// Points (metric values) in some samples.
+inline std::size_t count_points(std::span<const Sample> samples) {
+  std::size_t points = 0;
+  for (const auto& sample : samples) points += sample.metrics.size();
+  return points;
+}
 
 }  // namespace fructosa::master

@@ -39,8 +39,9 @@ std::string format_sample(const Sample& sample, const MetricInfoStore& infos) {
   return line;
 }
 
-void StdoutOutput::write(const std::vector<Sample>& samples) {
+void StdoutOutput::write(std::span<const Sample> samples) {
   for (const auto& sample : samples) out_ << format_sample(sample, infos_) << '\n';
+  counters_.sent += count_points(samples);
 }
 
 }  // namespace fructosa::master

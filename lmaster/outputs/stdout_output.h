@@ -11,7 +11,7 @@ class StdoutOutput final : public Output {
  public:
   StdoutOutput(std::ostream& out, const MetricInfoStore& infos) : out_(out), infos_(infos) {}
   std::string name() const override { return "stdout"; }
-  void write(const std::vector<Sample>& samples) override;
+  void write(std::span<const Sample> samples) override;
   void flush() override { out_.flush(); }
 
  private:

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -17,6 +18,8 @@ LAGENT = os.environ.get("LAGENT", "lagent")
 LMASTER = os.environ.get("LMASTER", "lmaster")
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
+# lmaster reports its own sensor `lmaster` under this host (short host name, like the agents).
+MASTER_HOST = socket.gethostname().split(".")[0]
 
 
 def wait_for(condition, timeout=30.0, what="condition"):
@@ -94,6 +97,7 @@ class FructosaTestCase(unittest.TestCase):
 
     def master_config(self, extra="", port=0):
         return (f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n"
+                f"data_dir = {self.path('lmaster-data')}\n"
                 f"[hdf5]\npath = {self.path('data.h5')}\nflush_interval = 0.5\n{extra}")
 
     def agent_config(self, port, sensors, interval=0.2, extra=""):

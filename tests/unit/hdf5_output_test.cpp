@@ -227,7 +227,7 @@ TEST(Hdf5Output, WritesFlushesReopensAppendsAndReadsBack) {
     EXPECT_DOUBLE_EQ(output.flush_period(), 2.5);
     EXPECT_EQ(output.path(), path);
     for (int i = 0; i < 3; ++i) {
-      output.write({
+      output.write(std::vector<Sample>{
           sample("node1", "CPUPercent", kT0 + i * kSecond, 0, {{"0", 10.0 + i}, {"1", 20.0 + i}}),
           sample("n%2", "CPUPercent", kT0 + i * kSecond, 77, {{"0", 30.0 + i}}),
           sample("node1", "DiskUsage", kT0 + i * kSecond, 0,
@@ -235,22 +235,22 @@ TEST(Hdf5Output, WritesFlushesReopensAppendsAndReadsBack) {
       });
     }
     output.flush();
-    output.write(
+    output.write(std::vector<Sample>
         {sample("node1", "CPUPercent", kT0 + 3 * kSecond, 12345, {{"0", 13.0}, {"1", 23.0}})});
-    output.write({sample("node1", "CPUPercent", kT0 + 4 * kSecond, 0, {{"1", 24.0}})});  // no "0"
+    output.write(std::vector<Sample>{sample("node1", "CPUPercent", kT0 + 4 * kSecond, 0, {{"1", 24.0}})});  // no "0"
     output.reopen();
     // A new key mid-way: its earlier rows read as NaN.
-    output.write({sample("node1", "CPUPercent", kT0 + 5 * kSecond, 0,
+    output.write(std::vector<Sample>{sample("node1", "CPUPercent", kT0 + 5 * kSecond, 0,
                          {{"0", 15.0}, {"1", 25.0}, {"2", 35.0}})});
     output.flush();
     infos.remember("CPUPercent", "2", {"percent", Kind::gauge, "busy time of CPU 2"});
-    output.write({sample("node1", "CPUPercent", kT0 + 6 * kSecond, 0,
+    output.write(std::vector<Sample>{sample("node1", "CPUPercent", kT0 + 6 * kSecond, 0,
                          {{"2", 36.0}, {"0", 16.0}, {"1", 26.0}})});
   }  // the destructor flushes
   {
     // Appending with a new output object continues the existing tables.
     Hdf5Output output(options_for(path, {"chunk=16"}), infos);
-    output.write({
+    output.write(std::vector<Sample>{
         sample("node1", "CPUPercent", kT0 + 7 * kSecond, 0, {{"1", 27.0}, {"3", 47.0}}),
         sample("n%2", "DiskUsage", kT0 + 7 * kSecond, 0, {{"sda.read_bytes", 5.0}}),
     });
@@ -375,13 +375,13 @@ TEST(Hdf5Output, ReopenStartsANewFileWhenTheOldOneWasMovedAway) {
   MetricInfoStore infos;
   {
     Hdf5Output output(options_for(path), infos);
-    output.write(
+    output.write(std::vector<Sample>
         {sample("h", "s", kT0, 0, {{"a", 1.0}}), sample("h", "s", kT0 + 1, 0, {{"a", 2.0}})});
     output.flush();
     std::filesystem::rename(path, rotated);
-    output.write({sample("h", "s", kT0 + 2, 0, {{"a", 3.0}})});  // still goes to the old file
+    output.write(std::vector<Sample>{sample("h", "s", kT0 + 2, 0, {{"a", 3.0}})});  // still goes to the old file
     output.reopen();
-    output.write({sample("h", "s", kT0 + 3, 0, {{"b", 4.0}})});
+    output.write(std::vector<Sample>{sample("h", "s", kT0 + 3, 0, {{"b", 4.0}})});
   }
   Reader old_file(rotated);
   EXPECT_EQ(old_file.doubles("/h/s/a"), (std::vector<double>{1.0, 2.0, 3.0}));
@@ -455,7 +455,7 @@ TEST(Hdf5Output, StoresLabelsAsStringsAlignedWithTheRows) {
     Sample first = sample("h", "DiskPartitions", kT0, 0, {{"/.readonly", 0}});
     first.labels = {{"/.device", "/dev/sda1"}, {"/.fstype", "ext4"}};
     Sample unlabelled = sample("h", "DiskPartitions", kT0 + 1, 0, {{"/.readonly", 1}});
-    output.write({first, unlabelled});
+    output.write(std::vector<Sample>{first, unlabelled});
     output.flush();
   }
   {
@@ -463,7 +463,7 @@ TEST(Hdf5Output, StoresLabelsAsStringsAlignedWithTheRows) {
     Hdf5Output output(options_for(path), infos);
     Sample later = sample("h", "DiskPartitions", kT0 + 2, 0, {{"/.readonly", 0}});
     later.labels = {{"/home.device", "/dev/sdb1 (ünïcode)"}};
-    output.write({sample("h", "DiskPartitions", kT0 + 3, 0, {{"/.readonly", 0}}), later});
+    output.write(std::vector<Sample>{sample("h", "DiskPartitions", kT0 + 3, 0, {{"/.readonly", 0}}), later});
   }
   EXPECT_EQ(read_strings(path, "/h/DiskPartitions/labels/%2F.device"),
             (std::vector<std::string>{"/dev/sda1", "", "", ""}));
