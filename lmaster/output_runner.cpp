@@ -101,6 +101,7 @@ RunnerStats OutputRunner::stats() const {
   stats.retried = counters.retried;
   stats.dropped = counters.dropped + queue_dropped_;
   std::lock_guard lock(mutex_);
+  // Points being written count as queued until the write settles.
   stats.queued_points = memory_points_ + retry_points_ + (spool_ ? spool_->points() : 0);
   stats.spool_bytes = spool_ ? spool_->bytes() : 0;
   return stats;
@@ -237,6 +238,7 @@ void OutputRunner::run() {
       taken_samples += memory_.front().samples->size();
       memory_points_ -= memory_.front().points;
       memory_samples_ -= memory_.front().samples->size();
+      retry_points_ += memory_.front().points;  // in flight until the attempts below settle
       taken.push_back(std::move(memory_.front()));
       memory_.pop_front();
     } while (!memory_.empty() && taken_samples + memory_.front().samples->size() <= batch);

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 
 namespace fructosa::master {
@@ -133,9 +134,11 @@ SampleSpool::SampleSpool(std::filesystem::path directory, DiskBudget& budget, st
 
 SampleSpool::~SampleSpool() {
   if (segments_.empty()) return;
-  // Where the next start resumes reading (a missing file means: from the start).
+  // Where the next start resumes reading in each partly read segment (none: from the start).
+  segments_.front().start_offset = read_offset_;
   std::ofstream position(directory_ / "position", std::ios::trunc);
-  position << segments_.front().sequence << ' ' << read_offset_ << '\n';
+  for (const auto& segment : segments_)
+    if (segment.start_offset > 0) position << segment.sequence << ' ' << segment.start_offset << '\n';
 }
 
 std::filesystem::path SampleSpool::segment_path(std::uint64_t sequence) const {
@@ -152,10 +155,11 @@ void SampleSpool::scan() {
       sequences.push_back(std::stoull(name.substr(0, 20)));
   }
   std::sort(sequences.begin(), sequences.end());
-  std::uint64_t resume_sequence = 0, resume_offset = 0;
+  std::map<std::uint64_t, std::uint64_t> resume_offsets;  // sequence -> where reading resumes
   {
     std::ifstream position(directory_ / "position");
-    position >> resume_sequence >> resume_offset;
+    std::uint64_t sequence = 0, offset = 0;
+    while (position >> sequence >> offset) resume_offsets[sequence] = offset;
   }
   for (auto sequence : sequences) {
     Segment segment{sequence};
@@ -166,7 +170,8 @@ void SampleSpool::scan() {
       continue;
     }
     std::uint64_t offset = 0;
-    std::uint64_t skip_before = sequence == resume_sequence ? resume_offset : 0;
+    auto resume = resume_offsets.find(sequence);
+    std::uint64_t skip_before = resume == resume_offsets.end() ? 0 : resume->second;
     RecordHeader header;
     while (::pread(fd, &header, sizeof header, static_cast<off_t>(offset)) == sizeof header &&
            header.magic == kMagic) {
@@ -179,7 +184,7 @@ void SampleSpool::scan() {
       remove_segment_file(segment);
       continue;
     }
-    if (sequence == resume_sequence) segment.start_offset = std::min(resume_offset, offset);
+    segment.start_offset = std::min(skip_before, offset);
     if (!budget_.try_take(segment.bytes))
       spdlog::warn("output {}: the spool left by the last run ({}) is over [lmaster] spool_max_bytes", output_name_,
                    directory_.string());
@@ -257,6 +262,7 @@ bool SampleSpool::prepend(const std::vector<std::vector<Sample>>& batches) {
   }
   std::error_code error;
   std::filesystem::create_directories(directory_, error);
+  segments_.front().start_offset = read_offset_;  // resume there once the new batches are read
   segments_.push_front(Segment{segments_.front().sequence - 1});
   read_offset_ = 0;
   for (const auto& batch : batches) {
