@@ -1,4 +1,6 @@
 // lmaster: the fructosa master.
+#include <curl/curl.h>
+
 #include <iostream>
 
 #include "command_line.h"
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
     std::cerr << visible;
     return 2;
   }
+  // libcurl's global state must be set up before any thread starts (the outputs' threads).
+  curl_global_init(CURL_GLOBAL_DEFAULT);
   try {
     ServiceProgram program{"lmaster", master::check_master_config, master::run_master};
     return run_service_verb(program, words[0], args["config"].as<std::string>(), args["pidfile"].as<std::string>());

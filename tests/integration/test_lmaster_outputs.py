@@ -1,0 +1,107 @@
+"""lmaster's own sensor and its outputs' independence: counters reach every output, and an
+output that is down (nobody listening) neither blocks nor costs the others a sample."""
+import socket
+import unittest
+
+import h5py
+
+from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST
+
+
+def parse_lines(text, host):
+    """[stdout] lines of `host` as (sensor, {key: float}); units stripped from the values."""
+    samples = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[1] != host:
+            continue
+        values = {}
+        for field in fields[4:]:
+            key, _, value = field.partition("=")
+            number = value.rstrip("%BsMHzWJrpm°C")
+            try:
+                values[key] = float(number)
+            except ValueError:
+                pass  # a label
+        samples.append((fields[2], values))
+    return samples
+
+
+def free_port():
+    """A loopback port nobody listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LmasterOutputsTest(FructosaTestCase):
+    def start(self, outputs):
+        config = self.write("lmaster.conf",
+                            "[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\n"
+                            f"data_dir = {self.path('lmaster-data')}\nstats_interval = 0.3\n" + outputs)
+        master = self.spawn("lmaster", [LMASTER, "run", "-c", config, "-p", self.path("lmaster.pid")])
+        port = wait_for(lambda: self.listening_port(self.path("lmaster.err")) or self.exited(master),
+                        what="lmaster to listen")
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", self.agent_config(
+            port, ["VirtualMemory", "CPUTimes"])), "-p", self.path("lagent.pid")])
+        return master, agent
+
+    def own_samples(self):
+        return [values for sensor, values in parse_lines(read_text(self.path("lmaster.out")), MASTER_HOST)
+                if sensor == "lmaster"]
+
+    def agent_points(self):
+        return sum(len(values) for _, values in parse_lines(read_text(self.path("lmaster.out")), "testnode"))
+
+    def test_counters_are_a_sensor_of_the_master_in_every_output(self):
+        master, agent = self.start(f"[stdout]\n[hdf5]\npath = {self.path('data.h5')}\nflush_interval = 0.3\n")
+        wait_for(lambda: len(self.own_samples()) >= 3, what="three samples of the lmaster sensor")
+        self.assertEqual(self.stop(agent), 0)
+        # Once the agent is quiet, the master's counters settle on what it printed.
+        settled = lambda: next((s for s in reversed(self.own_samples())
+                                if s["received"] == self.agent_points() and s["stdout.queued"] == 0), None)
+        last = wait_for(settled, what="the lmaster sensor to count every point received")
+        self.assertGreater(last["received"], 0)
+        self.assertGreater(last["batches"], 0)
+        self.assertGreaterEqual(last["stdout.sent"], last["received"])
+        self.assertEqual(last["stdout.dropped"], 0)
+        self.assertEqual(last["hdf5.dropped"], 0)
+        samples = self.own_samples()
+        for key in ("received", "stdout.sent"):
+            series = [s[key] for s in samples]
+            self.assertEqual(series, sorted(series), f"{key} is a counter")
+        self.assertEqual(self.stop(master), 0, read_text(self.path("lmaster.err")))
+
+        with h5py.File(self.path("data.h5"), "r") as f:
+            table = f[f"{MASTER_HOST}/lmaster"]
+            self.assertEqual(table["received"].attrs["kind"], "counter")
+            self.assertEqual(table["received"].attrs["unit"], "count")
+            self.assertEqual(table["hdf5.spool_bytes"].attrs["unit"], "bytes")
+            self.assertEqual(table["stdout.queued"].attrs["kind"], "gauge")
+            self.assertGreaterEqual(len(table["time"]), 3)
+            interval_ns = 300_000_000
+            self.assertTrue(all(t % interval_ns == 0 for t in table["time"][:]), "aligned like an agent's")
+
+    def test_an_output_nobody_listens_to_does_not_disturb_the_others(self):
+        dead = free_port()
+        master, agent = self.start(
+            f"[stdout]\n[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {dead}\nretry_max_interval = 0.5\n")
+        wait_for(lambda: len(self.own_samples()) >= 2 and self.own_samples()[-1].get("graphite.queued", 0) > 0,
+                 what="graphite to fall behind")
+        printed_before = self.agent_points()
+        wait_for(lambda: self.agent_points() >= printed_before + 20, what="stdout to keep printing")
+        self.assertEqual(self.stop(agent), 0)
+        last = wait_for(lambda: next((s for s in reversed(self.own_samples())
+                                      if s["received"] == self.agent_points() and s["stdout.queued"] == 0), None),
+                        what="stdout to have printed everything received")
+        self.assertEqual(last["stdout.dropped"], 0)
+        self.assertEqual(last["graphite.sent"], 0)
+        self.assertGreaterEqual(last["graphite.queued"], last["received"])
+        self.assertIn("output graphite:", read_text(self.path("lmaster.err")))
+        # Stopping keeps what Graphite never got for the next start.
+        self.assertEqual(self.stop(master), 0, read_text(self.path("lmaster.err")))
+        self.assertRegex(read_text(self.path("lmaster.err")), r"output graphite: stopping with \d+ points")
+
+
+if __name__ == "__main__":
+    unittest.main()
