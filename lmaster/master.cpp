@@ -131,7 +131,9 @@ class Master {
       settings.retry_max_interval = output.options.get_real("retry_max_interval");
       settings.retry_min_interval = std::min(settings.retry_min_interval, settings.retry_max_interval);
       if (config_.spool_max_bytes > 0) {
-        settings.spool_dir = std::filesystem::path(config_.data_dir) / "spool" / output.section;
+        std::string directory = output.section;  // [Graphite] spools to spool/graphite
+        for (char& c : directory) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        settings.spool_dir = std::filesystem::path(config_.data_dir) / "spool" / directory;
         settings.budget = budget_.get();
       }
       runners_.push_back(std::make_unique<OutputRunner>(make_output(output, infos_), settings));
