@@ -14,6 +14,8 @@ cat > data/lmaster.conf <<'CONF'
 [lmaster]
 host = 127.0.0.1
 incoming data port = 7888
+# spools of outputs that fall behind: data/spool/<output> (relative to this file)
+data_dir = .
 [stdout]
 [hdf5]
 # relative to this file: data/fructosa.h5
