@@ -24,7 +24,8 @@ namespace fructosa::master {
 
 const OptionTable& elasticsearch_options();
 // Throws ConfigError for a bad value (URL, index_prefix, an unreadable credentials_file).
-std::unique_ptr<Output> make_elasticsearch_output(const Options& options, const MetricInfoStore& infos);
+std::unique_ptr<Output> make_elasticsearch_output(const Options& options,
+                                                  const MetricInfoStore& infos);
 
 // The pieces below are what the output sends; they are declared here for the tests.
 
@@ -32,7 +33,8 @@ std::unique_ptr<Output> make_elasticsearch_output(const Options& options, const 
 // than [a-z0-9_] replaced by '_' (so that one sensor's index pattern never matches another's).
 std::string elasticsearch_sensor_part(std::string_view sensor);
 // "<prefix><sensor part>-YYYY.MM.DD" for the UTC day of `time_ns`.
-std::string elasticsearch_index_name(std::string_view prefix, std::string_view sensor, std::int64_t time_ns);
+std::string elasticsearch_index_name(std::string_view prefix, std::string_view sensor,
+                                     std::int64_t time_ns);
 // The deterministic _id of a sample's document ('%' and '|' in host and sensor are %-escaped).
 std::string elasticsearch_document_id(const Sample& sample);
 // The field a metric key or label key becomes under "metrics" / "labels": the key itself (ES
@@ -43,9 +45,11 @@ std::string elasticsearch_field_name(std::string_view key);
 bool elasticsearch_integer_unit(std::string_view unit);
 // The document of a sample, as one line of JSON. Keys in `integer_keys` (mapped as long) are
 // written as JSON integers when their value is a whole number; NaN and infinities become null.
-std::string elasticsearch_document(const Sample& sample, const std::unordered_set<std::string>& integer_keys);
+std::string elasticsearch_document(const Sample& sample,
+                                   const std::unordered_set<std::string>& integer_keys);
 // The body of `PUT _index_template/<prefix><sensor part>` for a sensor and its catalog keys.
-std::string elasticsearch_index_template(std::string_view prefix, std::string_view sensor,
-                                         const std::vector<std::pair<std::string, MetricInfo>>& keys);
+std::string elasticsearch_index_template(
+    std::string_view prefix, std::string_view sensor,
+    const std::vector<std::pair<std::string, MetricInfo>>& keys);
 
 }  // namespace fructosa::master

@@ -1,11 +1,14 @@
 """lmaster's own sensor and its outputs' independence: counters reach every output, and an
 output that is down (nobody listening) neither blocks nor costs the others a sample."""
+import calendar
 import socket
+import time
 import unittest
 
 import h5py
 
 from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST
+from pickle_sink import PickleSink
 
 
 def parse_lines(text, host):
@@ -34,7 +37,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+def graphite_points(text, host):
+    """(path, timestamp in ms, value) of every point of `host` in [stdout] lines."""
+    points = set()
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 4 or fields[1] != host:
+            continue
+        stamp, millis = fields[0].rstrip("Z").split(".")
+        ms = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S")) * 1000 + int(millis)
+        for key, value in parse_lines(line, host)[0][1].items():
+            points.add((f"{host}.{fields[2]}.{key}", ms, value))
+    return points
+
+
 class LmasterOutputsTest(FructosaTestCase):
+    def start_master_only(self, outputs, name="lmaster"):
+        config = self.write(name + ".conf",
+                            "[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\n"
+                            f"data_dir = {self.path('lmaster-data')}\nstats_interval = 0.3\n" + outputs)
+        return self.spawn(name, [LMASTER, "run", "-c", config, "-p", self.path(name + ".pid")])
+
     def start(self, outputs):
         config = self.write("lmaster.conf",
                             "[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\n"
@@ -98,9 +121,22 @@ class LmasterOutputsTest(FructosaTestCase):
         self.assertEqual(last["graphite.sent"], 0)
         self.assertGreaterEqual(last["graphite.queued"], last["received"])
         self.assertIn("output graphite:", read_text(self.path("lmaster.err")))
-        # Stopping keeps what Graphite never got for the next start.
+        # Stopping keeps what Graphite never got for the next start...
         self.assertEqual(self.stop(master), 0, read_text(self.path("lmaster.err")))
         self.assertRegex(read_text(self.path("lmaster.err")), r"output graphite: stopping with \d+ points")
+        printed = graphite_points(read_text(self.path("lmaster.out")), "testnode")
+        self.assertGreater(len(printed), 20)
+
+        # ... which sends it, every point of it, once a carbon listens.
+        sink = PickleSink()
+        self.addCleanup(sink.close)
+        master = self.start_master_only(
+            f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\n", name="lmaster2")
+        received = lambda: {(p, round(ts * 1000), v) for p, ts, v in sink.snapshot() if p.startswith("testnode.")}
+        wait_for(lambda: printed <= received(), what="the spooled points to reach carbon")
+        self.assertEqual(received(), printed)
+        self.assertEqual(self.stop(master), 0, read_text(self.path("lmaster2.err")))
+        self.assertIn("sent first", read_text(self.path("lmaster2.err")))
 
 
 if __name__ == "__main__":
