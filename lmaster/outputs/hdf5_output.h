@@ -1,21 +1,31 @@
-// The HDF5 output: one appendable, compressed, self-describing table per host and sensor.
+// The HDF5 output: one appendable, compressed, self-describing table per host and sensor, in
+// timestamped files that h5py can read while lmaster writes them (HDF5 1.10 SWMR).
+//
+// Files (docs/hdf5.md): `path` (e.g. data/fructosa.h5) is a symbolic link to the file being
+// written, <stem>-<UTC start YYYYmmddTHHMMSSZ>[-N].h5 in the same directory. A new file starts at
+// every start of lmaster, at reopen() (SIGHUP, `lmaster reload`) and when rotate_size or
+// rotate_age is exceeded. Files that a killed lmaster left open are repaired at start.
 //
 // Layout (readable with h5py and h5dump):
-//   /<host>/<sensor>            group, attributes host and sensor (the real names)
+//   /                           attributes format, format_version, writer, created, jobs
+//   /<host>                     group, attributes host (the real name) and jobs
+//   /<host>/<sensor>            group, attributes host, sensor and jobs (sorted job ids)
 //     time                      int64, ns since the epoch (attribute unit = "ns since epoch")
 //     job                       uint64, 0 = the node itself
 //     <key>                     float64 per metric key, NaN where a row has no value; attributes
 //                               key (the real key), unit, kind, description
-//     labels/<key>              variable-length UTF-8 string per row ("" where a row has none):
-//                               the text details of a sample (device, fstype, address...)
-// All datasets are 1-D, of equal length, chunked, unlimited, gzip + shuffle when complevel > 0.
-// Link names are escaped (see hdf5_link_name); the attributes always hold the real names.
+//     labels/<key>              fixed-length UTF-8 string per row ("" where a row has none): the
+//                               text details of a sample (device, fstype, address...)
+// All datasets are 1-D, chunked, unlimited. While a file is written they are uncompressed (safe
+// for SWMR readers); when it is closed it is rewritten with gzip + shuffle (complevel > 0).
+// `time` is written last at every flush: a reader takes len(time) rows of every dataset (others
+// may be longer for a moment). Link names are escaped (see hdf5_link_name); the attributes hold
+// the real names.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "config.h"
 #include "output.h"
@@ -29,28 +39,34 @@ std::string hdf5_link_name(std::string_view name, bool metric_key = false);
 
 class Hdf5Output final : public Output {
  public:
-  // The [hdf5] section: path, complevel, chunk, flush_interval.
+  // The [hdf5] section: path, complevel, chunk, flush_interval, rotate_size, rotate_age.
   static const OptionTable& hdf5_options();
 
-  // Opens (appending, continuing existing tables) or creates options.get_text("path"), which the
-  // caller has already resolved. Throws std::runtime_error naming the path when it cannot.
+  // Takes the lock <path>.lock, renames a regular file found at `path` (an older lmaster's),
+  // repairs and compresses files of this series that a killed writer left open (or whose
+  // compression was interrupted), starts a new file and points `path` at it. Throws
+  // std::runtime_error naming the path when it cannot.
   Hdf5Output(const Options& options, const MetricInfoStore& infos);
-  ~Hdf5Output() override;  // flushes, closes every HDF5 handle
+  ~Hdf5Output() override;  // flushes, closes and compresses the file, releases the lock
   Hdf5Output(const Hdf5Output&) = delete;
   Hdf5Output& operator=(const Hdf5Output&) = delete;
 
   std::string name() const override;
-  // Buffers rows in memory; a table whose buffer reaches `chunk` rows is appended to the file at
-  // once (that append may throw std::runtime_error; the rows then stay buffered).
+  // Buffers the rows in memory; nothing reaches the file before flush(). When the buffer holds
+  // too much because flushes fail, write() tries a flush and, failing, throws OutputError with
+  // every sample undelivered.
   void write(std::span<const Sample> samples) override;
-  // Appends every buffered row (one extent change and one write per dataset), then H5Fflush.
-  // Throws std::runtime_error on an HDF5 failure; the rows stay buffered for the next try.
+  // Appends every buffered row (a few HDF5 calls per dataset), then H5Fflush; counts the points in
+  // counters().sent. Throws std::runtime_error on an HDF5 failure; the rows stay buffered and the
+  // next flush rewrites the same rows. May start a new file (rotate_size, rotate_age).
   void flush() override;
   double flush_period() const override;  // flush_interval
-  // Flushes, closes the file and opens the same path again (appending; creates it if it is gone).
+  // Flushes, starts a new timestamped file (`path` then points to it), closes and compresses the
+  // old one. When the new file cannot be created, keeps writing the old one and throws.
   void reopen() override;
 
-  const std::string& path() const;
+  const std::string& path() const;  // the configured path: the symbolic link
+  std::string file() const;         // the file being written now
 
  private:
   struct Impl;

@@ -1,21 +1,31 @@
 #!/usr/bin/python3
-"""Prints an HDF5 file written by lmaster's HDF5 output as JSON, for tests.
+"""Prints HDF5 files written by lmaster's HDF5 output as JSON, for tests and for people.
 
-Usage: /usr/bin/python3 read_hdf5.py FILE   (Debian's h5py is only visible to /usr/bin/python3)
+Usage: /usr/bin/python3 read_hdf5.py [--swmr] [--series] PATH
+  (Debian's h5py is only visible to /usr/bin/python3)
 
-Output: {"<host>": {"<sensor>": {"time": [ns, ...], "job": [...],
+PATH is a file or the configured `path` (a symbolic link to the file being written).
+--swmr     open as a SWMR reader: works while lmaster writes the file, and on a file a killed
+           lmaster left open (plain readers refuse both); retries the open for up to 10 s,
+           since it fails while lmaster briefly reopens the file without SWMR.
+--series   read every file of PATH's series (<stem>-<UTC time>[-N].h5 next to PATH), oldest
+           first, and print {"<file name>": <file>, ...}.
+
+Output for one file: {"<host>": {"<sensor>": {"time": [ns, ...], "job": [...],
+          "jobs": [job ids from the attribute],
           "columns": {"<key>": {"values": [float or null for NaN, ...],
                                 "unit": "...", "kind": "...", "description": "..."}},
           "labels": {"<key>": ["text", ...]}}}}
 Real names come from the attributes (group attributes host and sensor, dataset attribute key),
-not from the escaped link names.
-
-Until the output turns SWMR on, the file cannot be opened while lmaster holds it (HDF5 refuses:
-"file is already open for write"), even with HDF5_USE_FILE_LOCKING=FALSE: stop lmaster first.
+not from the escaped link names. Every table is read as lmaster writes it: len(time) rows of
+each dataset (a dataset may be a flush ahead of `time` while lmaster writes).
 """
 import json
 import math
+import os
+import re
 import sys
+import time
 
 import h5py
 
@@ -30,51 +40,107 @@ def attribute(obj, name, default=""):
     return text(obj.attrs[name]) if name in obj.attrs else default
 
 
-def read_table(group):
-    table = {"time": [int(t) for t in group["time"][()]] if "time" in group else [],
-             "job": [int(j) for j in group["job"][()]] if "job" in group else [],
-             "columns": {}}
+def jobs_attribute(obj):
+    if "jobs" not in obj.attrs or isinstance(obj.attrs["jobs"], h5py.Empty):
+        return []
+    return [int(j) for j in obj.attrs["jobs"]]
+
+
+def rows_of(dataset, count, swmr):
+    if swmr:
+        dataset.refresh()
+    return dataset[:count]
+
+
+def read_table(group, swmr=False):
+    """One /<host>/<sensor> group; `time` first, then len(time) rows of everything else."""
+    time_dataset = group["time"]
+    if swmr:
+        time_dataset.refresh()
+    count = time_dataset.shape[0]
+    table = {"time": [int(t) for t in time_dataset[:count]],
+             "job": [int(j) for j in rows_of(group["job"], count, swmr)] if "job" in group else [],
+             "jobs": jobs_attribute(group),
+             "columns": {}, "labels": {}}
     for link, dataset in group.items():
         if link in ("time", "job") or not isinstance(dataset, h5py.Dataset):
             continue
         key = attribute(dataset, "key", link)
-        values = [None if math.isnan(v) else float(v) for v in dataset[()]]
         table["columns"][key] = {
-            "values": values,
+            "values": [None if math.isnan(v) else float(v) for v in rows_of(dataset, count, swmr)],
             "unit": attribute(dataset, "unit"),
             "kind": attribute(dataset, "kind"),
             "description": attribute(dataset, "description"),
         }
-    table["labels"] = {}
     if isinstance(group.get("labels"), h5py.Group):
         for link, dataset in group["labels"].items():
-            table["labels"][attribute(dataset, "key", link)] = [text(v) for v in dataset[()]]
+            table["labels"][attribute(dataset, "key", link)] = [
+                text(v) for v in rows_of(dataset, count, swmr)]
     return table
 
 
-def read_file(path):
+def open_file(path, swmr=False, timeout=10.0):
+    """h5py.File, read-only. With swmr, retries while lmaster has the file open without SWMR
+    (it does so for a moment to add tables, columns and attributes)."""
+    if not swmr:
+        return h5py.File(path, "r")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return h5py.File(path, "r", swmr=True)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def read_open_file(f, swmr=False):
     result = {}
-    with h5py.File(path, "r") as f:
-        for host_link, host_group in f.items():
-            if not isinstance(host_group, h5py.Group):
+    for host_link, host_group in f.items():
+        if not isinstance(host_group, h5py.Group):
+            continue
+        for sensor_link, group in host_group.items():
+            if not isinstance(group, h5py.Group) or "time" not in group:
                 continue
-            for sensor_link, group in host_group.items():
-                if not isinstance(group, h5py.Group):
-                    continue
-                host = attribute(group, "host", attribute(host_group, "host", host_link))
-                sensor = attribute(group, "sensor", sensor_link)
-                result.setdefault(host, {})[sensor] = read_table(group)
+            host = attribute(group, "host", attribute(host_group, "host", host_link))
+            sensor = attribute(group, "sensor", sensor_link)
+            result.setdefault(host, {})[sensor] = read_table(group, swmr)
     return result
 
 
+def read_file(path, swmr=False):
+    with open_file(path, swmr) as f:
+        return read_open_file(f, swmr)
+
+
+def series_files(path):
+    """The files of the series whose symbolic link is `path`, oldest first."""
+    directory = os.path.dirname(os.path.abspath(path))
+    stem, extension = os.path.splitext(os.path.basename(path))
+    pattern = re.compile(re.escape(stem) + r"-(\d{8}T\d{6}Z)(?:-(\d+))?" +
+                         re.escape(extension or ".h5") + "$")
+    found = []
+    for name in os.listdir(directory):
+        match = pattern.match(name)
+        full = os.path.join(directory, name)
+        if match and os.path.isfile(full) and not os.path.islink(full):
+            found.append(((match.group(1), int(match.group(2) or 0)), full))
+    return [full for _, full in sorted(found)]
+
+
 def main(argv):
-    if len(argv) != 2:
-        print("usage: read_hdf5.py FILE", file=sys.stderr)
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    swmr = "--swmr" in argv
+    if len(args) != 1:
+        print("usage: read_hdf5.py [--swmr] [--series] PATH", file=sys.stderr)
         return 2
     try:
-        data = read_file(argv[1])
+        if "--series" in argv:
+            data = {os.path.basename(p): read_file(p, swmr) for p in series_files(args[0])}
+        else:
+            data = read_file(args[0], swmr)
     except OSError as error:
-        print(f"read_hdf5.py: {argv[1]}: {error}", file=sys.stderr)
+        print(f"read_hdf5.py: {args[0]}: {error}", file=sys.stderr)
         return 1
     json.dump(data, sys.stdout, indent=1, sort_keys=True, allow_nan=False)
     sys.stdout.write("\n")

@@ -3,10 +3,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
+#include <algorithm>
 
 #include "agent_config.h"
 #include "master_config.h"
 #include "config.h"
+#include "logging.h"
 
 using namespace fructosa;
 
@@ -165,4 +169,48 @@ TEST(SampleConfigs, TheShippedSamplesLoad) {
   EXPECT_EQ(master.port, 7888);
   ASSERT_EQ(master.outputs.size(), 1u);
   EXPECT_EQ(master.outputs[0].options.get_text("path"), "/var/lib/fructosa/fructosa.h5");
+}
+
+// "Every config key is in etc/fructosa/lmaster.conf with a comment": each key of [lmaster],
+// [logging] and every output appears in its section (set, or commented out as `#key = default`).
+TEST(SampleConfigs, TheMasterSampleDocumentsEveryKey) {
+  std::ifstream file(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lmaster.conf");
+  std::stringstream text;
+  text << file.rdbuf();
+  std::map<std::string, std::string> sections;  // name -> its lines
+  std::string current;
+  std::string line;
+  while (std::getline(text, line)) {
+    auto open = line.find('[');
+    if (open != std::string::npos && line.find_first_not_of("# ") == open && line.find(']') != std::string::npos) {
+      current = line.substr(open + 1, line.find(']') - open - 1);
+      continue;
+    }
+    sections[current] += line + "\n";
+  }
+  auto documents = [&](const std::string& section, const std::string& key) {
+    std::istringstream lines(sections[section]);
+    std::string entry;
+    while (std::getline(lines, entry)) {
+      auto start = entry.find_first_not_of("# ");
+      if (start == std::string::npos || entry.compare(start, key.size(), key) != 0) continue;
+      auto rest = entry.find_first_not_of(' ', start + key.size());
+      if (rest != std::string::npos && entry[rest] == '=') return true;
+    }
+    return false;
+  };
+  for (const auto& spec : master::master_options()) EXPECT_TRUE(documents("lmaster", spec.name)) << spec.name;
+  for (const auto& spec : logging_options()) EXPECT_TRUE(documents("logging", spec.name)) << spec.name;
+  const auto& common = master::output_common_options();
+  for (const char* section : {"stdout", "hdf5", "Graphite", "elasticsearch"}) {
+    ASSERT_TRUE(sections.count(section)) << "no [" << section << "] in lmaster.conf";
+    for (const auto& spec : master::output_options(section)) {
+      bool is_common = std::any_of(common.begin(), common.end(), [&](const auto& c) { return c.name == spec.name; });
+      if (!is_common) {
+        EXPECT_TRUE(documents(section, spec.name)) << "[" << section << "] " << spec.name;
+      }
+    }
+  }
+  // The keys every output takes are shown once, in the first output section.
+  for (const auto& spec : common) EXPECT_TRUE(documents("stdout", spec.name)) << spec.name;
 }

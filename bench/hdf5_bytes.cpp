@@ -1,0 +1,345 @@
+// Bytes per stored point and points/s of lmaster's HDF5 output on a realistic mix: every sensor
+// of this machine, read in a loop and stamped with synthetic times `--interval` seconds apart (as
+// if lagent read them at that interval), for one or many hosts, flushed every flush_interval of
+// simulated time, as lmaster's runner does.
+//
+//   bench/hdf5_bytes [--hosts N] [--seconds S] [--interval I] [--pace-ms M] [--keep DIR]
+//                    [--record FILE | --replay FILE [--loops N]] [-o key=value ...]
+//
+// --pace-ms M   sleep M ms between two rounds of reads: counters and rates then change as on a
+//               machine read every M ms (a tight loop gives unrealistically compressible data).
+// --record FILE write the samples read (with their real times) to FILE; `--replay FILE` feeds
+//               such a recording instead of reading the sensors (with --loops, repeated, shifted
+//               in time), e.g. one recorded with --pace-ms 1000 --interval 1 for real 1 s data.
+// -o key=value  an [hdf5] option (complevel, chunk, flush_interval, rotate_size, ...); the
+//               defaults are lmaster's.
+// Bytes per point = size of the files written / metric values written (labels, time and job
+// columns and metadata included), for the file while written (uncompressed) and once closed
+// (compressed). Points/s counts the time spent in write() and flush() only.
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hdf5_output.h"
+#include "sensor.h"
+
+using namespace fructosa;
+using namespace fructosa::sensors;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Settings {
+  int hosts = 1;
+  double seconds = 6 * 3600;
+  double interval = 1;
+  int pace_ms = 0;
+  int loops = 1;
+  std::string keep;
+  std::string record;
+  std::string replay;
+  std::vector<std::string> options;
+};
+
+void usage() {
+  std::cerr
+      << "usage: hdf5_bytes [--hosts N] [--seconds S] [--interval I] [--pace-ms M] [--keep DIR]\n"
+         "                  [--record FILE | --replay FILE [--loops N]] [-o key=value ...]\n";
+  std::exit(2);
+}
+
+Settings parse(int argc, char** argv) {
+  Settings settings;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage();
+      return argv[++i];
+    };
+    if (arg == "--hosts")
+      settings.hosts = std::max(1, std::stoi(value()));
+    else if (arg == "--seconds")
+      settings.seconds = std::stod(value());
+    else if (arg == "--interval")
+      settings.interval = std::stod(value());
+    else if (arg == "--pace-ms")
+      settings.pace_ms = std::stoi(value());
+    else if (arg == "--loops")
+      settings.loops = std::max(1, std::stoi(value()));
+    else if (arg == "--keep")
+      settings.keep = value();
+    else if (arg == "--record")
+      settings.record = value();
+    else if (arg == "--replay")
+      settings.replay = value();
+    else if (arg == "-o")
+      settings.options.push_back(value());
+    else
+      usage();
+  }
+  return settings;
+}
+
+// One round of samples (every sensor once) at a time.
+class Source {
+ public:
+  virtual ~Source() = default;
+  // The samples of the next round for host "node", stamped `time_ns`; false at the end.
+  virtual bool next(std::int64_t time_ns, std::vector<Sample>& round) = 0;
+};
+
+class LiveSensors : public Source {
+ public:
+  explicit LiveSensors(int pace_ms) : pace_ms_(pace_ms) {
+    for (const auto* definition : all_sensors()) {
+      options_.push_back(parse_pairs(*definition->options, {}, "defaults"));
+      sensors_.emplace_back(definition, definition->make(SensorContext{Roots{}, options_.back()}));
+    }
+  }
+  bool next(std::int64_t time_ns, std::vector<Sample>& round) override {
+    if (pace_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pace_ms_));
+    for (auto& [definition, sensor] : sensors_) {
+      SampleWriter out(round, "node", definition->name, time_ns);
+      try {
+        sensor->sample(out);
+      } catch (const std::exception&) {  // unavailable here: left out, as lagent does
+      }
+    }
+    return true;
+  }
+
+ private:
+  int pace_ms_;
+  std::deque<Options> options_;
+  std::vector<std::pair<const SensorDefinition*, std::unique_ptr<Sensor>>> sensors_;
+};
+
+// A recording: "S\t<sensor>\t<time ns>\t<job>\t<metrics>\t<labels>" followed by that many
+// "<key>\t<value>" lines (metrics, then labels); "C" lines (catalog) are skipped.
+class Recording : public Source {
+ public:
+  Recording(const std::string& path, int loops) : loops_(loops) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::string line;
+    std::vector<std::string> fields;
+    auto split = [&](const std::string& text) {
+      fields.clear();
+      std::stringstream stream(text);
+      std::string field;
+      while (std::getline(stream, field, '\t')) fields.push_back(field);
+      if (!text.empty() && text.back() == '\t') fields.emplace_back();
+    };
+    while (std::getline(in, line)) {
+      split(line);
+      if (fields.empty() || fields[0] != "S" || fields.size() < 6) continue;
+      Sample sample;
+      sample.host = "node";
+      sample.sensor = fields[1];
+      sample.time_ns = std::stoll(fields[2]);
+      sample.job = std::stoull(fields[3]);
+      const int metrics = std::stoi(fields[4]), labels = std::stoi(fields[5]);
+      for (int i = 0; i < metrics + labels && std::getline(in, line); ++i) {
+        auto tab = line.find('\t');
+        std::string key = line.substr(0, tab),
+                    value = tab == std::string::npos ? "" : line.substr(tab + 1);
+        if (i < metrics)
+          sample.metrics.push_back({key, std::stod(value)});
+        else
+          sample.labels.push_back({key, value});
+      }
+      if (rounds_.empty() || rounds_.back().front().time_ns != sample.time_ns)
+        rounds_.emplace_back();
+      rounds_.back().push_back(std::move(sample));
+    }
+    if (rounds_.empty()) throw std::runtime_error("no samples in " + path);
+  }
+  bool next(std::int64_t time_ns, std::vector<Sample>& round) override {
+    if (position_ >= rounds_.size() * loops_) return false;
+    for (Sample sample : rounds_[position_ % rounds_.size()]) {
+      sample.time_ns = time_ns;  // the recording's values on the bench's time grid
+      round.push_back(std::move(sample));
+    }
+    ++position_;
+    return true;
+  }
+  std::size_t rounds() const { return rounds_.size() * loops_; }
+
+ private:
+  int loops_;
+  std::size_t position_ = 0;
+  std::vector<std::vector<Sample>> rounds_;
+};
+
+void record(std::ofstream& out, const std::vector<Sample>& round) {
+  for (const auto& sample : round) {
+    out << fmt::format("S\t{}\t{}\t{}\t{}\t{}\n", sample.sensor, sample.time_ns, sample.job,
+                       sample.metrics.size(), sample.labels.size());
+    for (const auto& metric : sample.metrics)
+      out << fmt::format("{}\t{:.17g}\n", metric.key, metric.value);
+    for (const auto& label : sample.labels) out << label.key << '\t' << label.value << '\n';
+  }
+}
+
+std::uintmax_t bytes_under(const fs::path& directory, std::size_t* files) {
+  std::uintmax_t bytes = 0;
+  for (const auto& entry : fs::directory_iterator(directory))
+    if (entry.is_regular_file() && !entry.is_symlink() && entry.path().extension() == ".h5") {
+      bytes += entry.file_size();
+      ++*files;
+    }
+  return bytes;
+}
+
+}  // namespace
+
+int run(const Settings& settings, const fs::path& directory, const std::string& command);
+
+int main(int argc, char** argv) {
+  const Settings settings = parse(argc, argv);
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  fs::path directory;
+  if (settings.keep.empty()) {
+    char pattern[] = "/tmp/hdf5_bytes.XXXXXX";
+    if (!mkdtemp(pattern)) return 1;
+    directory = pattern;
+  } else {
+    directory = settings.keep;
+    fs::create_directories(directory);
+  }
+  int status = 1;
+  try {
+    status = run(settings, directory, command);
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "hdf5_bytes: {}\n", error.what());
+  }
+  if (settings.keep.empty())
+    fs::remove_all(directory);
+  else
+    fmt::print("files kept in {}\n", directory.string());
+  return status;
+}
+
+int run(const Settings& settings, const fs::path& directory, const std::string& command) {
+  std::vector<std::string> pairs = settings.options;
+  pairs.push_back("path=" + (directory / "bench.h5").string());
+  const Options options = parse_pairs(master::Hdf5Output::hdf5_options(), pairs, "-o");
+  const double flush_interval = options.get_real("flush_interval");
+
+  std::unique_ptr<Source> source;
+  std::size_t rounds = static_cast<std::size_t>(std::llround(settings.seconds / settings.interval));
+  if (!settings.replay.empty()) {
+    auto recording = std::make_unique<Recording>(settings.replay, settings.loops);
+    rounds = recording->rounds();
+    source = std::move(recording);
+  } else {
+    source = std::make_unique<LiveSensors>(settings.pace_ms);
+  }
+  std::ofstream recorded;
+  if (!settings.record.empty()) recorded.open(settings.record);
+
+  master::MetricInfoStore infos;  // what the agents' dictionaries would have said
+  std::set<std::pair<std::string, std::string>> described;
+  std::vector<std::string> host_names;
+  for (int h = 0; h < settings.hosts; ++h) host_names.push_back(fmt::format("node{:04d}", h));
+
+  std::uint64_t points = 0;
+  Clock::duration output_time{};
+  Clock::duration longest_flush{};
+  Clock::duration close_time{};
+  std::uintmax_t live_bytes = 0;
+  const std::int64_t start_ns = 1'700'000'000'000'000'000;
+  const auto interval_ns = static_cast<std::int64_t>(std::llround(settings.interval * 1e9));
+  std::vector<Sample> round, batch;
+  Clock::time_point close_started;
+  {
+    master::Hdf5Output output(options, infos);
+    double next_flush = flush_interval;
+    for (std::size_t r = 0; r < rounds; ++r) {
+      const std::int64_t time_ns = start_ns + static_cast<std::int64_t>(r) * interval_ns;
+      round.clear();
+      if (!source->next(time_ns, round)) break;
+      if (recorded.is_open()) {
+        std::vector<Sample> stamped = round;
+        const auto now = std::chrono::system_clock::now().time_since_epoch();
+        for (auto& sample : stamped)
+          sample.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+        record(recorded, stamped);
+      }
+      for (const auto& sample : round)
+        for (const auto& metric : sample.metrics)
+          if (described.emplace(sample.sensor, metric.key).second)
+            infos.remember(sample.sensor, metric.key, metric_info(sample.sensor, metric.key));
+      batch.clear();
+      for (const auto& host : host_names)
+        for (const auto& sample : round) {
+          batch.push_back(sample);
+          batch.back().host = host;
+          points += sample.metrics.size();
+        }
+      const auto started = Clock::now();
+      // The runner hands at most batch_samples() samples to one write().
+      for (std::size_t i = 0; i < batch.size(); i += output.batch_samples())
+        output.write(
+            std::span(batch).subspan(i, std::min(output.batch_samples(), batch.size() - i)));
+      const double simulated = static_cast<double>(r + 1) * settings.interval;
+      if (simulated >= next_flush) {
+        const auto flush_started = Clock::now();
+        output.flush();
+        longest_flush = std::max(longest_flush, Clock::now() - flush_started);
+        next_flush += flush_interval;
+      }
+      output_time += Clock::now() - started;
+    }
+    const auto started = Clock::now();
+    output.flush();
+    output_time += Clock::now() - started;
+    if (output.counters().sent != points)
+      fmt::print(stderr, "counters().sent = {} but {} points were written\n",
+                 output.counters().sent.load(), points);
+    std::size_t live_files = 0;
+    live_bytes = bytes_under(directory, &live_files);
+    close_started = Clock::now();
+  }  // closes and compresses the file
+  close_time = Clock::now() - close_started;
+
+  std::size_t files = 0;
+  const std::uintmax_t bytes = bytes_under(directory, &files);
+  const double seconds = std::chrono::duration<double>(output_time).count();
+  fmt::print("command: {}\n", command);
+  fmt::print("source: {}, {} host(s), {} rounds {} s apart ({:.1f} h simulated)\n",
+             settings.replay.empty() ? "this machine's sensors" : "recording " + settings.replay,
+             settings.hosts, rounds, settings.interval, rounds * settings.interval / 3600);
+  fmt::print("[hdf5] complevel={} chunk={} flush_interval={} rotate_size={} rotate_age={}\n",
+             options.get_int("complevel"), options.get_int("chunk"), flush_interval,
+             options.get_int("rotate_size"), options.get_real("rotate_age"));
+  fmt::print("points: {} ({:.1f} per host and round)\n", points,
+             static_cast<double>(points) / settings.hosts / std::max<std::size_t>(1, rounds));
+  const double stored = static_cast<double>(std::max<std::uint64_t>(1, points));
+  fmt::print("while written (uncompressed): {} bytes: {:.3f} bytes/point\n", live_bytes,
+             static_cast<double>(live_bytes) / stored);
+  fmt::print("files: {}, {} bytes: {:.3f} bytes/point (closed and compressed in {:.2f} s)\n", files,
+             bytes, static_cast<double>(bytes) / stored,
+             std::chrono::duration<double>(close_time).count());
+  fmt::print("output time (write + flush): {:.2f} s: {:.0f} points/s; longest flush {:.0f} ms\n",
+             seconds, static_cast<double>(points) / seconds,
+             std::chrono::duration<double, std::milli>(longest_flush).count());
+  return 0;
+}
