@@ -43,6 +43,16 @@ def alive(pid):
         return False
 
 
+def stdout_counts(text):
+    """Samples of host testnode per sensor in lmaster's [stdout] lines: '<time> <host> <sensor> job=...'."""
+    counts = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[1] == "testnode":
+            counts[fields[2]] = counts.get(fields[2], 0) + 1
+    return counts
+
+
 def read_text(path):
     try:
         with open(path, errors="replace") as f:

@@ -9,23 +9,13 @@ import unittest
 import h5py
 
 import read_hdf5
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER
+from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, stdout_counts
 
 INTERVAL_NS = 200_000_000
 # DiskPartitions brings labels; chunk = 16 gives every table several chunks while the readers
 # read (and compressed chunks when a file is closed).
 SENSORS = ["VirtualMemory", "CPUPercent", "DiskPartitions"]
 HDF5_KEYS = "chunk = 16\n"
-
-
-def stdout_counts(text):
-    """Samples per sensor in lmaster's [stdout] lines: '<time> <host> <sensor> job=...'."""
-    counts = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and fields[1] == "testnode":
-            counts[fields[2]] = counts.get(fields[2], 0) + 1
-    return counts
 
 
 def h5dump_lengths(path):

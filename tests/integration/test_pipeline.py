@@ -8,20 +8,10 @@ import psutil
 
 import time
 
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST, WIRE_CLIENT
+from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST, WIRE_CLIENT, stdout_counts
 
 INTERVAL_NS = 200_000_000
 SENSORS = ["CPUPercent", "VirtualMemory", "CPUTimes"]
-
-
-def stdout_counts(text):
-    """Samples per sensor in lmaster's [stdout] lines: '<time> <host> <sensor> job=...'."""
-    counts = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) >= 3 and fields[1] == "testnode":
-            counts[fields[2]] = counts.get(fields[2], 0) + 1
-    return counts
 
 
 class PipelineTest(FructosaTestCase):
