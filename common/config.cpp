@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -223,6 +224,12 @@ std::string known_keys(const OptionTable& table) {
 
 }  // namespace
 
+std::string resolve_config_path(const std::string& config_path, const std::string& value) {
+  if (value.empty() || value.front() == '/') return value;
+  auto base = std::filesystem::absolute(config_path).parent_path();
+  return (base / value).lexically_normal().string();
+}
+
 Options parse_section(const OptionTable& table, const IniFile& file, const IniSection* section) {
   Options options = defaults_of(table);
   if (section) {
@@ -244,6 +251,8 @@ Options parse_section(const OptionTable& table, const IniFile& file, const IniSe
         throw ConfigError(fmt::format("{}: missing required key '{}'", file.where(*section), spec.name));
       throw ConfigError(fmt::format("{}: missing required key '{}'", file.path(), spec.name));
     }
+    if (spec.relative_to_file && spec.type == OptionType::text)
+      options.set(spec.name, resolve_config_path(file.path(), options.get_text(spec.name)), options.is_set(spec.name));
   }
   return options;
 }

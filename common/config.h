@@ -66,6 +66,9 @@ struct OptionSpec {
   double max = std::numeric_limits<double>::infinity();
   std::vector<std::string> choices = {};  // for text: the accepted values, when limited
   bool required = false;
+  // A text naming a file or directory: parse_section makes a relative value relative to the
+  // configuration file's directory, so a daemon (which runs in "/") and a foreground run agree.
+  bool relative_to_file = false;
 };
 
 using OptionTable = std::vector<OptionSpec>;
@@ -105,6 +108,10 @@ class Options {
 // Parses `section` (nullptr: the section is absent, defaults apply) against `table`.
 // Unknown keys, bad values and missing required options throw ConfigError naming the place.
 Options parse_section(const OptionTable& table, const IniFile& file, const IniSection* section);
+
+// `value` made relative to the directory of the configuration file `config_path` (absolute and
+// empty values are kept as they are).
+std::string resolve_config_path(const std::string& config_path, const std::string& value);
 
 // Parses key=value pairs given on a command line (e.g. `lagent probe -o percpu=false`).
 Options parse_pairs(const OptionTable& table, const std::vector<std::string>& pairs,

@@ -194,12 +194,6 @@ bool wait_for_exit(pid_t pid, double timeout_seconds) {
   return true;
 }
 
-std::string resolve_config_path(const std::string& config_path, const std::string& value) {
-  if (value.empty() || value.front() == '/') return value;
-  auto base = std::filesystem::absolute(config_path).parent_path();
-  return (base / value).lexically_normal().string();
-}
-
 int run_service_verb(const ServiceProgram& program, const std::string& verb, const std::string& config_arg,
                      const std::string& pidfile_arg, double stop_timeout_seconds) {
   std::string config = absolute(config_arg);

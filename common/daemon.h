@@ -47,8 +47,4 @@ int run_service_verb(const ServiceProgram& program, const std::string& verb, con
 // Waits until process `pid` has exited, at most `timeout_seconds`. True when it has.
 bool wait_for_exit(pid_t pid, double timeout_seconds);
 
-// A path from a configuration file: relative paths are relative to the file's directory, so
-// that a daemon (which runs in "/") and a foreground run agree on where files go.
-std::string resolve_config_path(const std::string& config_path, const std::string& value);
-
 }  // namespace fructosa

@@ -13,7 +13,9 @@ namespace fructosa {
 
 const OptionTable& logging_options() {
   static const OptionTable table{
-      {"filename", OptionType::text, "", "log file; empty: stderr in the foreground, syslog as a daemon"},
+      {.name = "filename", .type = OptionType::text, .default_value = "",
+       .help = "log file (relative to this file); empty: stderr in the foreground, syslog as a daemon",
+       .relative_to_file = true},
       {.name = "level", .type = OptionType::text, .default_value = "INFO", .help = "lowest level logged",
        .choices = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "debug", "info", "warning", "error", "critical"}},
       {.name = "maxBytes", .type = OptionType::integer, .default_value = "0",

@@ -23,9 +23,9 @@ const OptionTable& agent_options() {
       {.name = "host", .type = OptionType::text, .default_value = "",
        .help = "name this node reports as; empty: the short host name"},
       {.name = "proc_root", .type = OptionType::text, .default_value = "/proc",
-       .help = "where procfs is mounted (a fixture tree for tests)"},
+       .help = "where procfs is mounted (a fixture tree for tests)", .relative_to_file = true},
       {.name = "sys_root", .type = OptionType::text, .default_value = "/sys",
-       .help = "where sysfs is mounted (a fixture tree for tests)"},
+       .help = "where sysfs is mounted (a fixture tree for tests)", .relative_to_file = true},
       {.name = "heartbeat_interval", .type = OptionType::real, .default_value = "5",
        .help = "seconds between heartbeats when no batch was sent", .min = 0.1, .max = 3600},
       {.name = "max_unacked_batches", .type = OptionType::integer, .default_value = "10000",
@@ -72,13 +72,11 @@ AgentConfig load_agent_config(const std::string& path) {
   Options master = parse_section(master_link_options(), file, file.find("lmaster"));
   Options agent = parse_section(agent_options(), file, file.find("lagent"));
   config.logging = parse_section(logging_options(), file, file.find("logging"));
-  if (!config.logging.get_text("filename").empty())
-    config.logging.set("filename", resolve_config_path(path, config.logging.get_text("filename")), true);
   config.master_host = master.get_text("host");
   config.master_port = static_cast<int>(master.get_int("incoming data port"));
   config.host = agent.get_text("host").empty() ? short_hostname() : agent.get_text("host");
-  config.roots.proc = resolve_config_path(path, agent.get_text("proc_root"));
-  config.roots.sys = resolve_config_path(path, agent.get_text("sys_root"));
+  config.roots.proc = agent.get_text("proc_root");
+  config.roots.sys = agent.get_text("sys_root");
   config.heartbeat_interval = agent.get_real("heartbeat_interval");
   config.max_unacked_batches = static_cast<std::size_t>(agent.get_int("max_unacked_batches"));
   return config;

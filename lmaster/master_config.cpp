@@ -87,7 +87,8 @@ const OptionTable& master_options() {
       {.name = "incoming data port", .type = OptionType::integer, .default_value = "7888",
        .help = "port to listen on for agents; 0 picks a free one and logs it", .min = 0, .max = 65535},
       {.name = "data_dir", .type = OptionType::text, .default_value = "/var/lib/fructosa",
-       .help = "directory for the spools of outputs that are behind (relative to this file)"},
+       .help = "directory for the spools of outputs that are behind (relative to this file)",
+       .relative_to_file = true},
       {.name = "spool_max_bytes", .type = OptionType::integer, .default_value = "1073741824",
        .help = "disk budget of all output spools together; past it the oldest points are dropped "
                "and counted; 0 keeps nothing on disk",
@@ -115,21 +116,15 @@ MasterConfig load_master_config(const std::string& path) {
       if (other.section == kind->section)
         throw ConfigError(fmt::format("{}: [{}] is already enabled above", file.where(section), kind->section));
     OutputConfig output{std::string(kind->section), parse_section(full_table(*kind), file, &section)};
-    // Paths in an output section are relative to the configuration file, like every path here.
-    for (const char* key : {"path", "credentials_file", "ca_file"})
-      if (output.options.has(key) && !output.options.get_text(key).empty())
-        output.options.set(key, resolve_config_path(path, output.options.get_text(key)), true);
     config.outputs.push_back(std::move(output));
   }
   Options master = parse_section(master_options(), file, file.find("lmaster"));
   config.bind_host = master.get_text("host");
   config.port = static_cast<int>(master.get_int("incoming data port"));
-  config.data_dir = resolve_config_path(path, master.get_text("data_dir"));
+  config.data_dir = master.get_text("data_dir");
   config.spool_max_bytes = static_cast<std::uint64_t>(master.get_int("spool_max_bytes"));
   config.stats_interval = master.get_real("stats_interval");
   config.logging = parse_section(logging_options(), file, file.find("logging"));
-  if (!config.logging.get_text("filename").empty())
-    config.logging.set("filename", resolve_config_path(path, config.logging.get_text("filename")), true);
   return config;
 }
 

@@ -11,9 +11,12 @@
 #include <stdexcept>
 
 namespace fructosa::master {
+namespace {
+constexpr std::uint32_t kMagic = 0x31505346;  // "FSP1" little-endian
+}  // namespace
 
 struct SampleSpool::RecordHeader {
-  std::uint32_t magic = 0x31505346;  // "FSP1" little-endian
+  std::uint32_t magic = kMagic;
   std::uint32_t payload_bytes = 0;
   std::uint64_t samples = 0;
   std::uint64_t points = 0;
@@ -23,7 +26,6 @@ using RecordHeader = SampleSpool::RecordHeader;
 
 namespace {
 
-constexpr std::uint32_t kMagic = 0x31505346;
 constexpr std::uint64_t kSegmentBytes = 8 << 20;
 // Sequences start high so that batches can be put before the oldest segment (at stop).
 constexpr std::uint64_t kFirstSequence = std::uint64_t{1} << 32;

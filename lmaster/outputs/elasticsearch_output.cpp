@@ -670,7 +670,8 @@ const OptionTable& elasticsearch_options() {
        .default_value = "",
        .help = "file holding `user:password` for HTTP basic authentication, read at start and on "
                "reload "
-               "(relative to this file)"},
+               "(relative to this file)",
+       .relative_to_file = true},
       {.name = "api_key",
        .type = OptionType::text,
        .default_value = "",
@@ -682,7 +683,8 @@ const OptionTable& elasticsearch_options() {
        .default_value = "",
        .help =
            "PEM file of the certificate authorities to trust for https:// (relative to this file; "
-           "default: the system's)"},
+           "default: the system's)",
+       .relative_to_file = true},
       {.name = "verify_certificates",
        .type = OptionType::boolean,
        .default_value = "true",

@@ -510,7 +510,8 @@ const OptionTable& Hdf5Output::hdf5_options() {
        .default_value = "",
        .help = "a symbolic link to the file being written, <stem>-<UTC start>.h5 in the same "
                "directory (a new file at every start, reload and rotation)",
-       .required = true},
+       .required = true,
+       .relative_to_file = true},
       {.name = "complevel",
        .type = OptionType::integer,
        .default_value = "4",

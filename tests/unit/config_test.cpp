@@ -214,3 +214,20 @@ TEST(SampleConfigs, TheMasterSampleDocumentsEveryKey) {
   // The keys every output takes are shown once, in the first output section.
   for (const auto& spec : common) EXPECT_TRUE(documents("stdout", spec.name)) << spec.name;
 }
+
+// Every option declared relative_to_file is resolved by parse_section, whatever section it is in.
+TEST(MasterConfig, PathsAreRelativeToTheFileInEverySection) {
+  std::string ca = std::filesystem::temp_directory_path() / "ca.pem";  // absolute: kept
+  TempConfig config("[lmaster]\ndata_dir = state\n[logging]\nfilename = log/lmaster.log\n"
+                    "[hdf5]\npath = ../h5/data.h5\n[elasticsearch]\ncredentials_file = es.cred\n"
+                    "ca_file = " + ca + "\n");
+  auto master = master::load_master_config(config.path);
+  EXPECT_EQ(master.data_dir, (config.dir / "state").string());
+  EXPECT_EQ(master.logging.get_text("filename"), (config.dir / "log/lmaster.log").string());
+  ASSERT_EQ(master.outputs.size(), 2u);
+  EXPECT_EQ(master.outputs[0].options.get_text("path"), (config.dir.parent_path() / "h5/data.h5").string());
+  EXPECT_EQ(master.outputs[1].options.get_text("credentials_file"), (config.dir / "es.cred").string());
+  EXPECT_EQ(master.outputs[1].options.get_text("ca_file"), ca);
+  EXPECT_TRUE(master.outputs[1].options.is_set("ca_file"));
+  EXPECT_EQ(master.outputs[1].options.get_text("api_key"), "");  // other texts are untouched
+}

@@ -1,3 +1,4 @@
+#include "test_support.h"
 #include "graphite_output.h"
 
 #include <arpa/inet.h>
@@ -28,20 +29,13 @@
 namespace fructosa::master {
 namespace {
 
+using test::make_sample;
+using test::TempDir;
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr std::int64_t kSecond = 1000000000;
 constexpr std::int64_t kT0 = 1700000000 * kSecond;
 
-Sample make_sample(std::string host, std::string sensor, std::int64_t time_ns, std::uint64_t job,
-                   std::vector<MetricValue> metrics) {
-  Sample result;
-  result.host = std::move(host);
-  result.sensor = std::move(sensor);
-  result.time_ns = time_ns;
-  result.job = job;
-  result.metrics = std::move(metrics);
-  return result;
-}
 
 // A sample with `points` metrics k0..k<points-1> valued base + i.
 Sample numbered(std::int64_t time_ns, int points, double base = 0) {
@@ -63,22 +57,6 @@ std::string point_line(const std::string& path, double timestamp, double value) 
 }
 
 // A fresh directory under /tmp, removed with everything in it at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/graphite_output_test.XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // Decodes what was sent with Python, independently of the encoder: pickle frames with carbon's
 // own unpickler (the code carbon-cache runs) and Python's, checking that each frame is exactly

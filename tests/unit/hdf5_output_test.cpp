@@ -1,3 +1,4 @@
+#include "test_support.h"
 #include "hdf5_output.h"
 
 #include <gtest/gtest.h>
@@ -34,28 +35,18 @@ extern char** environ;
 namespace fructosa::master {
 namespace {
 
+using test::make_sample;
+
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-class TempDir {
+// A temporary directory that also lists the HDF5 files of a series.
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    char pattern[] = "/tmp/hdf5_output_test.XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
   // The files of the series <stem>-<UTC time>[-N].h5, sorted by name (= by start time).
   std::vector<std::string> series(const std::string& stem = "metrics") const {
     const std::regex member(stem + R"(-\d{8}T\d{6}Z(-\d+)?\.h5)");
     std::vector<std::string> files;
-    for (const auto& entry : fs::directory_iterator(path_))
+    for (const auto& entry : fs::directory_iterator(path()))
       if (std::regex_match(entry.path().filename().string(), member) &&
           !fs::is_symlink(entry.symlink_status()))
         files.push_back(entry.path().string());
@@ -71,9 +62,6 @@ class TempDir {
     });
     return files;
   }
-
- private:
-  std::string path_;
 };
 
 Options options_for(const std::string& path, std::vector<std::string> more = {}) {
@@ -81,16 +69,6 @@ Options options_for(const std::string& path, std::vector<std::string> more = {})
   return parse_pairs(Hdf5Output::hdf5_options(), more, "test");
 }
 
-Sample make_sample(std::string host, std::string sensor, std::int64_t time_ns, std::uint64_t job,
-                   std::vector<MetricValue> metrics) {
-  Sample result;
-  result.host = std::move(host);
-  result.sensor = std::move(sensor);
-  result.time_ns = time_ns;
-  result.job = job;
-  result.metrics = std::move(metrics);
-  return result;
-}
 
 // The file consistency flags in a version 2/3 superblock: non-zero while a writer has it open.
 int superblock_flags(const std::string& path) {

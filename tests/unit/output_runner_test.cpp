@@ -1,4 +1,5 @@
 // The output runner and its disk spool: ordering, retries, budgets, restarts.
+#include "test_support.h"
 #include "output_runner.h"
 
 #include <gtest/gtest.h>
@@ -19,22 +20,8 @@
 namespace fructosa::master {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/output_runner_test.XXXXXX";
-    if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
+using test::TempDir;
 
- private:
-  std::filesystem::path path_;
-};
 
 // A batch of `count` samples numbered from `first` (time_ns carries the number).
 std::vector<Sample> numbered(int first, int count) {
@@ -168,7 +155,7 @@ TEST(SampleSpool, IsFirstInFirstOutAndSurvivesARestartMidSegment) {
   DiskBudget budget(1 << 30);
   std::uint64_t dropped = 0;
   {
-    SampleSpool spool(dir.path() / "out", budget, "test");
+    SampleSpool spool(dir.file("out"), budget, "test");
     EXPECT_TRUE(spool.empty());
     for (int batch = 0; batch < 4; ++batch) ASSERT_TRUE(spool.append(numbered(batch * 5, 5), dropped));
     EXPECT_EQ(spool.points(), 40u);
@@ -180,7 +167,7 @@ TEST(SampleSpool, IsFirstInFirstOutAndSurvivesARestartMidSegment) {
   }
   // The next run starts where this one stopped reading.
   DiskBudget fresh_budget(1 << 30);
-  SampleSpool spool(dir.path() / "out", fresh_budget, "test");
+  SampleSpool spool(dir.file("out"), fresh_budget, "test");
   EXPECT_EQ(spool.points(), 30u);
   EXPECT_GT(fresh_budget.used(), 0u);
   std::vector<std::int64_t> times;
@@ -295,7 +282,7 @@ TEST(OutputRunner, SpoolsWhenMemoryIsFullAndKeepsTheOrder) {
   auto state = std::make_shared<FakeOutput::State>();
   state->down = true;
   auto settings = fast_settings(/*queue_max_points=*/20);
-  settings.spool_dir = dir.path() / "fake";
+  settings.spool_dir = dir.file("fake");
   settings.budget = &budget;
   OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
   for (int batch = 0; batch < 20; ++batch) runner.submit(shared(numbered(batch * 5, 5)));
