@@ -61,13 +61,18 @@ class SenderSlot {
 
 // One active sensor: its timer, its schedule and its state between readings.
 struct SensorTask {
-  SensorTask(asio::io_context& io, const SensorConfig& config, std::unique_ptr<sensors::Sensor> sensor_in)
+  SensorTask(asio::io_context& io, const SensorConfig& config, std::shared_ptr<sensors::JobDirectory> jobs_in,
+             std::unique_ptr<sensors::Sensor> sensor_in)
       : definition(config.definition),
+        jobs(std::move(jobs_in)),
         sensor(std::move(sensor_in)),
         schedule(static_cast<std::int64_t>(config.interval * 1e9)),
         timer(io) {}
 
   const sensors::SensorDefinition* definition;
+  // Before `sensor`, which may point into it: a reload replaces the agent's directory while a
+  // reading of the old sensor may still be running.
+  std::shared_ptr<sensors::JobDirectory> jobs;
   std::unique_ptr<sensors::Sensor> sensor;
   AlignedSchedule schedule;
   asio::steady_timer timer;
@@ -113,9 +118,13 @@ class Agent {
 
   void start_sensors() {
     if (config_.sensors.empty()) spdlog::warn("{} activates no [sensor:Name] section: only heartbeats will be sent", config_path_);
+    jobs_ = std::make_shared<sensors::JobDirectory>(config_.jobs, config_.roots);
+    auto running = jobs_->snapshot();
+    spdlog::info("job discovery: {} job(s) running [{}]; cgroup hierarchies: {}", running->jobs.size(),
+                 running->involved_jobs, jobs_->describe());
     for (const auto& sensor_config : config_.sensors) {
-      sensors::SensorContext context{config_.roots, sensor_config.options};
-      auto task = std::make_shared<SensorTask>(io_, sensor_config, sensor_config.definition->make(context));
+      sensors::SensorContext context{config_.roots, sensor_config.options, jobs_.get()};
+      auto task = std::make_shared<SensorTask>(io_, sensor_config, jobs_, sensor_config.definition->make(context));
       task->deadline = task->schedule.first(wall_clock_ns());
       arm(task);
       tasks_.push_back(std::move(task));
@@ -173,6 +182,7 @@ class Agent {
     try {
       if (!task.sensor->sample(out)) samples.clear();
       success = true;
+      label_involved_jobs(*task.jobs, samples);
       if (task.unavailable) {
         spdlog::info("sensor {} works again", task.definition->name);
         task.unavailable = false;
@@ -190,6 +200,15 @@ class Agent {
         task.definition->name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
         thread_cpu_seconds() - cpu_started, success);
     slot_.get()->submit(std::move(samples));
+  }
+
+  // Node samples name the jobs running on the node when they were taken, as colmet's do.
+  static void label_involved_jobs(sensors::JobDirectory& jobs, std::vector<Sample>& samples) {
+    if (samples.empty()) return;
+    auto snapshot = jobs.snapshot();
+    if (snapshot->involved_jobs.empty()) return;
+    for (auto& sample : samples)
+      if (sample.job == 0) sample.labels.push_back({"involved_jobs", snapshot->involved_jobs});
   }
 
   void wait_for_signal() {
@@ -237,6 +256,7 @@ class Agent {
   asio::thread_pool pool_{kReaderThreads};
   asio::signal_set signals_;
   SenderSlot slot_;
+  std::shared_ptr<sensors::JobDirectory> jobs_;  // shared by every sensor
   std::vector<std::shared_ptr<SensorTask>> tasks_;
 };
 

@@ -48,7 +48,7 @@ AgentConfig load_agent_config(const std::string& path) {
   config.path = path;
   for (const auto& section : file.sections()) {
     const std::string& name = section.name;
-    if (name == "lmaster" || name == "lagent" || name == "logging") continue;
+    if (name == "lmaster" || name == "lagent" || name == "logging" || name == "jobs") continue;
     if (name.rfind("sensor:", 0) == 0) {
       std::string sensor = name.substr(7);
       const auto* definition = sensors::find_sensor(sensor);
@@ -61,7 +61,7 @@ AgentConfig load_agent_config(const std::string& path) {
       config.sensors.push_back(std::move(entry));
       continue;
     }
-    throw ConfigError(fmt::format("{}: unknown section (known: [lmaster], [lagent], [logging], [sensor:Name])",
+    throw ConfigError(fmt::format("{}: unknown section (known: [lmaster], [lagent], [logging], [jobs], [sensor:Name])",
                                   file.where(section)));
   }
   // lagent's own health is always reported: every 10 s unless a [sensor:lagent] section says.
@@ -72,6 +72,17 @@ AgentConfig load_agent_config(const std::string& path) {
   Options master = parse_section(master_link_options(), file, file.find("lmaster"));
   Options agent = parse_section(agent_options(), file, file.find("lagent"));
   config.logging = parse_section(logging_options(), file, file.find("logging"));
+  const IniSection* jobs = file.find("jobs");
+  try {
+    config.jobs = sensors::job_settings(parse_section(sensors::job_options(), file, jobs));
+  } catch (const ConfigError& error) {
+    if (!jobs) throw;
+    // The settings' own checks concern the regex (or the scheduler that needs one).
+    const IniEntry* entry = nullptr;
+    for (const auto& candidate : jobs->entries)
+      if (candidate.key == "regex" || (!entry && candidate.key == "scheduler")) entry = &candidate;
+    throw ConfigError(fmt::format("{}: {}", file.where(*jobs, entry), error.what()));
+  }
   config.master_host = master.get_text("host");
   config.master_port = static_cast<int>(master.get_int("incoming data port"));
   config.host = agent.get_text("host").empty() ? short_hostname() : agent.get_text("host");

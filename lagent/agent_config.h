@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "config.h"
+#include "jobs.h"
 #include "sensor.h"
 
 namespace fructosa::agent {
@@ -24,6 +25,7 @@ struct AgentConfig {
   double heartbeat_interval = 5.0;
   std::size_t max_unacked_batches = 10000;
   Options logging;
+  sensors::JobSettings jobs;  // [jobs]
   std::vector<SensorConfig> sensors;
 };
 

@@ -29,7 +29,9 @@ Commands:
   sensors   list every sensor with its description, options and metrics
   probe     take one sample of each named sensor and print it as one JSON line
             (rate sensors: two readings --interval apart); -o sets a sensor option,
-            as KEY=VALUE for every named sensor that has it or Sensor.KEY=VALUE
+            as KEY=VALUE for every named sensor that has it or Sensor.KEY=VALUE;
+            -o jobs.KEY=VALUE sets job discovery as [jobs] KEY would (e.g.
+            -o jobs.scheduler=slurm -o jobs.cgroup_root=DIR)
 
 Options)";
 

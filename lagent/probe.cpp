@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "jobs.h"
+
 namespace fructosa::agent {
 namespace {
 
@@ -57,10 +59,15 @@ int probe(const ProbeRequest& request, std::ostream& out, std::ostream& err) {
     if (!definition) throw ConfigError(fmt::format("unknown sensor '{}' (`lagent sensors` lists them)", name));
     probed.push_back({definition, {}, nullptr, {}, false, {}});
   }
-  // Route each -o to the sensors it concerns.
+  // Route each -o to the sensors it concerns ("jobs.KEY" to job discovery, as [jobs] would).
+  std::vector<std::string> job_pairs;
   for (const auto& pair : request.options) {
     auto eq = pair.find('=');
     std::string key = pair.substr(0, eq);
+    if (key.rfind("jobs.", 0) == 0) {
+      job_pairs.push_back(pair.substr(5));
+      continue;
+    }
     bool used = false;
     for (auto& entry : probed) {
       std::string prefix = entry.definition->name + ".";
@@ -77,11 +84,18 @@ int probe(const ProbeRequest& request, std::ostream& out, std::ostream& err) {
     }
     if (!used) throw ConfigError(fmt::format("-o {}: no probed sensor has the option '{}'", pair, key));
   }
+  sensors::JobSettings job_settings;
+  try {
+    job_settings = sensors::job_settings(parse_pairs(sensors::job_options(), job_pairs, "-o jobs."));
+  } catch (const ConfigError& error) {
+    throw ConfigError(fmt::format("-o jobs.*: {}", error.what()));
+  }
+  sensors::JobDirectory jobs(job_settings, request.roots);
   std::vector<Options> options;
   options.reserve(probed.size());
   for (auto& entry : probed) {
     options.push_back(parse_pairs(*entry.definition->options, entry.pairs, "-o for " + entry.definition->name));
-    entry.sensor = entry.definition->make(sensors::SensorContext{request.roots, options.back()});
+    entry.sensor = entry.definition->make(sensors::SensorContext{request.roots, options.back(), &jobs});
   }
   // Rate sensors need two readings: take every first reading, wait once, take the second.
   for (int round = 0; round < 2; ++round) {
@@ -108,7 +122,12 @@ int probe(const ProbeRequest& request, std::ostream& out, std::ostream& err) {
       status = 1;
       continue;
     }
-    for (const auto& sample : entry.samples) out << to_json(sample).dump() << "\n";
+    auto running = jobs.snapshot();
+    for (const auto& sample : entry.samples) {
+      auto line = to_json(sample);
+      if (sample.job == 0 && !running->involved_jobs.empty()) line["labels"]["involved_jobs"] = running->involved_jobs;
+      out << line.dump() << "\n";
+    }
   }
   return status;
 }

@@ -58,9 +58,14 @@ class Sensor {
   virtual bool sample(SampleWriter& out) = 0;
 };
 
+class JobDirectory;
+
 struct SensorContext {
   Roots roots;
   const Options& options;  // the sensor's own option table, parsed
+  // The agent's job discovery (jobs.h), shared by every sensor; per-job sensors read it each
+  // round. Null only where no one made one (some unit tests): a per-job sensor then throws.
+  JobDirectory* jobs = nullptr;
 };
 
 struct SensorDefinition {

@@ -1,0 +1,132 @@
+// Job discovery, shared by every per-job sensor (the idea of LDMS's sampler base): one
+// JobDirectory per agent finds the batch jobs running on this node from the cgroup tree that
+// Slurm, OAR or PBS/Torque make, watches it with inotify, and hands every sensor the same
+// snapshot. A sensor only says what it reads from one job; PerJob<T> keeps its state per job
+// and forgets jobs that ended.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config.h"
+
+namespace fructosa::sensors {
+
+struct Roots;
+
+enum class Scheduler { automatic, slurm, oar, pbs, regex };
+
+// [jobs] of lagent.conf.
+struct JobSettings {
+  Scheduler scheduler = Scheduler::automatic;
+  // Where the cgroup hierarchies are. Empty: <sys root>/fs/cgroup (and, for OAR,
+  // /dev/oar_cgroups_links/cpuset/ as colmet).
+  std::string cgroup_root;
+  // scheduler = regex: matched against each cgroup directory's path relative to a hierarchy
+  // (e.g. "mybatch/job-(\d+)"); the one capture group is the job id.
+  std::string regex;
+  int regex_max_depth = 6;
+  // Multiple-slurmd nodes: only the slurmd of this node name ("" = every slurmd here).
+  std::string slurm_node_name;
+  // A full rescan at least this often, in case inotify missed something (seconds).
+  double rescan_interval = 60;
+};
+
+const OptionTable& job_options();  // [jobs]
+JobSettings job_settings(const Options& options);
+
+// One job's cgroup directories: in cgroup v2 one directory; in v1 one per hierarchy that has
+// the job (cpuacct, memory, cpuset, blkio, perf_event, ...).
+struct JobCgroup {
+  std::uint64_t id = 0;
+  std::string name;     // the directory name as the scheduler made it ("job_42", "alice_42")
+  std::string unified;  // cgroup v2 directory ("" when the job is only in v1 hierarchies)
+  // v1: hierarchy name as mounted ("cpu,cpuacct", "memory", "perf_event") -> the job's directory.
+  std::vector<std::pair<std::string, std::string>> v1;
+
+  // The directory holding `controller`'s files ("cpuacct", "memory", "blkio", "pids",
+  // "perf_event", "cpuset", "freezer"): the v1 hierarchy that has it, else the v2 directory,
+  // else "".
+  std::string dir(std::string_view controller) const;
+  // Any directory of the job (for listing its processes): v2 first, then v1.
+  std::string any_dir() const;
+};
+
+struct JobSnapshot {
+  std::vector<JobCgroup> jobs;  // sorted by id, ids unique
+  std::string involved_jobs;    // "12,345": the label node samples carry ("" when none)
+  const JobCgroup* find(std::uint64_t id) const;
+};
+
+class JobDirectory {
+ public:
+  JobDirectory(JobSettings settings, const Roots& roots);
+  // For tests: always answers `jobs`, never scans.
+  static std::unique_ptr<JobDirectory> fixed(std::vector<JobCgroup> jobs, const Roots& roots);
+  ~JobDirectory();
+  JobDirectory(const JobDirectory&) = delete;
+  JobDirectory& operator=(const JobDirectory&) = delete;
+
+  // The jobs running now. Cheap when nothing changed: rescans only after inotify reported a
+  // change under the watched directories (or rescan_interval passed). Thread-safe.
+  std::shared_ptr<const JobSnapshot> snapshot();
+
+  // Processes of a job now (cgroup.procs of its directory and every descendant). A job that
+  // ended meanwhile gives an empty list, not an error.
+  static std::vector<int> pids(const JobCgroup& job);
+  // The job process `pid` belongs to, from <proc>/<pid>/cgroup against the current snapshot;
+  // 0 when none (or the process is gone).
+  std::uint64_t job_of_pid(int pid);
+
+  const std::string& proc_root() const { return proc_root_; }
+  // What the last scan looked at, for log lines and `lagent probe`.
+  std::string describe() const;
+
+ private:
+  struct Watcher;
+  JobDirectory(const Roots& roots);
+  void rescan_locked();
+  bool changed_locked();
+  std::vector<std::pair<std::string, std::uint64_t>> relative_paths_of_fixed() const;
+
+  JobSettings settings_;
+  std::string proc_root_;
+  std::string sys_root_;
+  bool fixed_ = false;
+  mutable std::mutex mutex_;
+  std::shared_ptr<const JobSnapshot> snapshot_;
+  // Each job directory's path inside its hierarchy ("/slurm/uid_0/job_7"), as
+  // /proc/<pid>/cgroup names it.
+  std::vector<std::pair<std::string, std::uint64_t>> relative_;
+  std::unique_ptr<Watcher> watcher_;
+  std::int64_t last_scan_ns_ = 0;
+  std::string description_;
+};
+
+// Per-job state of a sensor (previous counters, open files): created on first use, dropped
+// when a job is no longer in the snapshot.
+template <class State>
+class PerJob {
+ public:
+  State& operator[](std::uint64_t id) { return states_[id]; }
+  State* find(std::uint64_t id) {
+    auto it = states_.find(id);
+    return it == states_.end() ? nullptr : &it->second;
+  }
+  void retain(const JobSnapshot& snapshot) {
+    for (auto it = states_.begin(); it != states_.end();)
+      it = snapshot.find(it->first) ? std::next(it) : states_.erase(it);
+  }
+  std::size_t size() const { return states_.size(); }
+
+ private:
+  std::map<std::uint64_t, State> states_;
+};
+
+}  // namespace fructosa::sensors

@@ -1,0 +1,249 @@
+// Job discovery (sensors/jobs.*) and JobCgroup on the synthesized cgroup trees of
+// tests/fixtures/cgroups (README there), including jobs appearing and vanishing while the
+// directory is in use, noticed through inotify alone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "agent_config.h"
+#include "jobs.h"
+#include "sensor.h"
+#include "test_support.h"
+
+using namespace fructosa;
+using namespace fructosa::sensors;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTrees = std::string(FRUCTOSA_FIXTURES) + "/cgroups";
+
+JobSettings settings(std::vector<std::string> pairs) {
+  return job_settings(parse_pairs(job_options(), pairs, "test"));
+}
+
+Roots tree(const std::string& name) { return Roots{kTrees + "/" + name + "/proc", kTrees + "/" + name + "/sys"}; }
+
+std::vector<std::uint64_t> ids(const JobSnapshot& snapshot) {
+  std::vector<std::uint64_t> found;
+  for (const auto& job : snapshot.jobs) found.push_back(job.id);
+  return found;
+}
+
+using Values = std::map<std::uint64_t, std::map<std::string, double>>;
+
+Values sample_job_cgroup(JobDirectory& jobs, const Roots& roots) {
+  Options options;
+  auto sensor = find_sensor("JobCgroup")->make(SensorContext{roots, options, &jobs});
+  std::vector<Sample> samples;
+  SampleWriter writer(samples, "node1", "JobCgroup", 1);
+  EXPECT_TRUE(sensor->sample(writer));
+  Values values;
+  for (const auto& sample : samples)
+    for (const auto& metric : sample.metrics) values[sample.job][metric.key] = metric.value;
+  return values;
+}
+
+TEST(JobDiscovery, SlurmOnCgroupV1FindsEveryControllerOfEachJob) {
+  JobDirectory jobs(settings({"scheduler=slurm"}), tree("slurm-v1"));
+  auto snapshot = jobs.snapshot();
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{1234, 5678}));
+  EXPECT_EQ(snapshot->involved_jobs, "1234,5678");
+  const JobCgroup& job = snapshot->jobs[0];
+  EXPECT_EQ(job.name, "job_1234");
+  EXPECT_TRUE(job.unified.empty());
+  std::string base = kTrees + "/slurm-v1/sys/fs/cgroup/";
+  EXPECT_EQ(job.dir("cpuacct"), base + "cpu,cpuacct/slurm/uid_1000/job_1234");
+  EXPECT_EQ(job.dir("cpu"), base + "cpu,cpuacct/slurm/uid_1000/job_1234");
+  EXPECT_EQ(job.dir("memory"), base + "memory/slurm/uid_1000/job_1234");
+  EXPECT_EQ(job.dir("perf_event"), "");  // not mounted in this tree
+  EXPECT_EQ(JobDirectory::pids(job), (std::vector<int>{4242, 4243}));
+}
+
+TEST(JobDiscovery, SlurmOnCgroupV2) {
+  JobDirectory jobs(settings({"scheduler=slurm"}), tree("slurm-v2"));
+  auto snapshot = jobs.snapshot();
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{1234, 98765}));
+  EXPECT_EQ(snapshot->jobs[0].unified, kTrees + "/slurm-v2/sys/fs/cgroup/system.slice/slurmstepd.scope/job_1234");
+  EXPECT_EQ(snapshot->jobs[0].dir("memory"), snapshot->jobs[0].unified);
+  EXPECT_EQ(JobDirectory::pids(snapshot->jobs[0]), (std::vector<int>{4242, 4243}));
+}
+
+TEST(JobDiscovery, MapsProcessesToJobsThroughProcPidCgroup) {
+  for (const char* name : {"slurm-v1", "slurm-v2"}) {
+    SCOPED_TRACE(name);
+    JobDirectory jobs(settings({"scheduler=slurm"}), tree(name));
+    EXPECT_EQ(jobs.job_of_pid(4242), 1234u);
+    EXPECT_EQ(jobs.job_of_pid(4243), 1234u);
+    EXPECT_EQ(jobs.job_of_pid(1), 0u);
+    EXPECT_EQ(jobs.job_of_pid(424242), 0u);  // no such process
+  }
+  JobDirectory v2(settings({"scheduler=slurm"}), tree("slurm-v2"));
+  EXPECT_EQ(v2.job_of_pid(6000), 98765u);
+  EXPECT_EQ(v2.job_of_pid(700), 0u);  // sshd
+}
+
+TEST(JobDiscovery, MultipleSlurmdOnOneHost) {
+  JobDirectory every(settings({"scheduler=slurm"}), tree("multi-slurmd"));
+  EXPECT_EQ(ids(*every.snapshot()), (std::vector<std::uint64_t>{11, 22}));
+  JobDirectory one(settings({"scheduler=slurm", "slurm_node_name=node2"}), tree("multi-slurmd"));
+  EXPECT_EQ(ids(*one.snapshot()), (std::vector<std::uint64_t>{22}));
+}
+
+TEST(JobDiscovery, OarFromItsCpusetLinksAndSiblingControllers) {
+  std::string links = kTrees + "/oar/dev/oar_cgroups_links";
+  JobDirectory jobs(settings({"scheduler=oar", "cgroup_root=" + links + "/cpuset/"}), Roots{});
+  auto snapshot = jobs.snapshot();
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{777, 778}));  // not OAR's own oardocker
+  EXPECT_EQ(snapshot->jobs[1].name, "bob_smith_778");
+  EXPECT_EQ(snapshot->jobs[0].dir("cpuacct"), links + "/cpuacct/oar/alice_777");
+  EXPECT_EQ(snapshot->jobs[0].dir("memory"), links + "/memory/oar/alice_777");
+}
+
+TEST(JobDiscovery, PbsProAndTorque) {
+  JobDirectory pbs(settings({"scheduler=pbs"}), tree("pbs-v2"));
+  EXPECT_EQ(ids(*pbs.snapshot()), (std::vector<std::uint64_t>{123, 124}));
+  JobDirectory torque(settings({"scheduler=pbs"}), tree("torque-v1"));
+  auto snapshot = torque.snapshot();
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{456}));
+  EXPECT_EQ(snapshot->jobs[0].name, "456.headnode");
+}
+
+TEST(JobDiscovery, AutoFindsEverySchedulersLayout) {
+  for (const char* name : {"slurm-v1", "slurm-v2", "multi-slurmd", "pbs-v2", "torque-v1"}) {
+    SCOPED_TRACE(name);
+    JobDirectory automatic(settings({}), tree(name));
+    JobDirectory specific(settings({std::string("scheduler=") + (name[0] == 's' || name[0] == 'm' ? "slurm" : "pbs")}),
+                          tree(name));
+    EXPECT_EQ(ids(*automatic.snapshot()), ids(*specific.snapshot()));
+    EXPECT_FALSE(automatic.snapshot()->jobs.empty());
+  }
+  // A scheduler's layout is not another's.
+  JobDirectory oar(settings({"scheduler=oar", "cgroup_root=" + kTrees + "/slurm-v2/sys/fs/cgroup"}), Roots{});
+  EXPECT_TRUE(oar.snapshot()->jobs.empty());
+}
+
+TEST(JobDiscovery, RegexSchedulerHonoursItsPattern) {
+  JobDirectory jobs(settings({"scheduler=regex", R"(regex=mybatch\.slice/run-(\d+)\.scope$)"}), tree("regex"));
+  EXPECT_EQ(ids(*jobs.snapshot()), (std::vector<std::uint64_t>{31, 32}));
+  // The same tree under the built-in schedulers has no job.
+  JobDirectory automatic(settings({}), tree("regex"));
+  EXPECT_TRUE(automatic.snapshot()->jobs.empty());
+}
+
+TEST(JobDiscovery, RejectsUnusableRegexSettings) {
+  EXPECT_THROW(settings({"scheduler=regex"}), ConfigError);
+  EXPECT_THROW(settings({"scheduler=regex", "regex=job_\\d+"}), ConfigError);        // no group
+  EXPECT_THROW(settings({"scheduler=regex", "regex=(a)(\\d+)"}), ConfigError);       // two
+  EXPECT_THROW(settings({"scheduler=regex", "regex=job_((\\d+)"}), ConfigError);     // invalid
+  EXPECT_THROW(settings({"scheduler=slurm", "regex=job_(\\d+)"}), ConfigError);      // ignored
+  EXPECT_THROW(settings({"scheduler=lsf"}), ConfigError);
+}
+
+TEST(JobDiscovery, ConfigErrorsNameTheFileLineAndKey) {
+  test::TempDir dir;
+  std::string path = dir.file("lagent.conf");
+  std::ofstream(path) << "[lmaster]\nhost = 127.0.0.1\n\n[jobs]\nscheduler = regex\nregex = job_[0-9]+\n";
+  try {
+    agent::load_agent_config(path);
+    FAIL() << "accepted a regex without a capture group";
+  } catch (const ConfigError& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(":6"), std::string::npos) << message;
+    EXPECT_NE(message.find("regex"), std::string::npos) << message;
+  }
+}
+
+// Jobs start and end while the agent runs; with rescans effectively off, only inotify can
+// tell the directory.
+TEST(JobDiscovery, NoticesJobsAppearingAndVanishingThroughInotify) {
+  test::TempDir dir;
+  std::string root = dir.file("sys/fs/cgroup");
+  fs::create_directories(root);
+  std::ofstream(root + "/cgroup.controllers") << "cpu memory\n";
+  std::ofstream(root + "/cgroup.procs") << "1\n";
+  JobDirectory jobs(settings({"scheduler=slurm", "rescan_interval=100000"}), Roots{dir.file("proc"), dir.file("sys")});
+  EXPECT_TRUE(jobs.snapshot()->jobs.empty());
+
+  // slurmd starts: its scope appears, then a job, then a second one in it.
+  std::string scope = root + "/system.slice/slurmstepd.scope";
+  fs::create_directories(scope);
+  EXPECT_TRUE(jobs.snapshot()->jobs.empty());
+  fs::create_directories(scope + "/job_7/step_0");
+  EXPECT_EQ(ids(*jobs.snapshot()), (std::vector<std::uint64_t>{7}));
+  fs::create_directory(scope + "/job_8");
+  EXPECT_EQ(jobs.snapshot()->involved_jobs, "7,8");
+  auto before = jobs.snapshot();
+  EXPECT_EQ(jobs.snapshot(), before) << "rescanned although nothing changed";
+
+  fs::remove_all(scope + "/job_7");
+  EXPECT_EQ(ids(*jobs.snapshot()), (std::vector<std::uint64_t>{8}));
+  fs::remove_all(root + "/system.slice");
+  EXPECT_TRUE(jobs.snapshot()->jobs.empty());
+  fs::create_directories(scope + "/job_9");
+  EXPECT_EQ(ids(*jobs.snapshot()), (std::vector<std::uint64_t>{9}));
+}
+
+TEST(JobCgroupSensor, ReadsCgroupV2Accounting) {
+  JobDirectory jobs(settings({"scheduler=slurm"}), tree("slurm-v2"));
+  auto values = sample_job_cgroup(jobs, tree("slurm-v2"));
+  EXPECT_EQ(values[0]["jobs"], 2);
+  auto& job = values[1234];
+  EXPECT_DOUBLE_EQ(job["cpu.usage"], 12.5);
+  EXPECT_DOUBLE_EQ(job["cpu.user"], 10);
+  EXPECT_DOUBLE_EQ(job["cpu.system"], 2.5);
+  EXPECT_EQ(job["memory.current"], 536870912);
+  EXPECT_EQ(job["memory.peak"], 1073741824);
+  EXPECT_EQ(job["io.read_bytes"], 4096000 + 1000);  // both devices
+  EXPECT_EQ(job["io.write_bytes"], 8192000);
+  EXPECT_EQ(job["io.reads"], 101);
+  EXPECT_EQ(job["io.writes"], 200);
+  EXPECT_EQ(job["tasks"], 2);
+  EXPECT_EQ(values[98765].count("memory.peak"), 0u) << "no memory.peak before kernel 5.19: left out, not 0";
+  EXPECT_DOUBLE_EQ(values[98765]["cpu.user"], 0.4);
+}
+
+TEST(JobCgroupSensor, ReadsCgroupV1Accounting) {
+  JobDirectory jobs(settings({"scheduler=slurm"}), tree("slurm-v1"));
+  auto values = sample_job_cgroup(jobs, tree("slurm-v1"));
+  auto& job = values[1234];
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  EXPECT_DOUBLE_EQ(job["cpu.usage"], 12.5);
+  EXPECT_DOUBLE_EQ(job["cpu.user"], 1000 / hz);
+  EXPECT_DOUBLE_EQ(job["cpu.system"], 150 / hz);
+  EXPECT_EQ(job["memory.current"], 536870912);
+  EXPECT_EQ(job["memory.peak"], 1073741824);
+  EXPECT_EQ(job["io.read_bytes"], 4096000);  // Read lines only, not Total
+  EXPECT_EQ(job["io.write_bytes"], 8192000);
+  EXPECT_EQ(job["io.reads"], 100);
+  EXPECT_EQ(job["io.writes"], 200);
+  EXPECT_EQ(job["tasks"], 2);
+  EXPECT_EQ(values[5678]["memory.current"], 104857600);
+}
+
+TEST(JobCgroupSensor, AJobThatEndedDuringTheRoundIsLeftOut) {
+  test::TempDir dir;
+  fs::copy(kTrees + "/slurm-v2", dir.path(), fs::copy_options::recursive);
+  Roots roots{dir.file("proc"), dir.file("sys")};
+  JobDirectory jobs(settings({"scheduler=slurm", "rescan_interval=100000"}), roots);
+  auto snapshot = jobs.snapshot();  // knows job 98765 ...
+  ASSERT_EQ(snapshot->jobs.size(), 2u);
+  auto fixed = JobDirectory::fixed(snapshot->jobs, roots);
+  fs::remove_all(dir.file("sys/fs/cgroup/system.slice/slurmstepd.scope/job_98765"));  // ... which ends
+  auto values = sample_job_cgroup(*fixed, roots);
+  EXPECT_EQ(values.count(98765), 0u);
+  EXPECT_EQ(values[1234]["tasks"], 2);
+}
+
+TEST(JobCgroupSensor, WithoutJobDiscoveryItIsUnavailable) {
+  Options options;
+  auto sensor = find_sensor("JobCgroup")->make(SensorContext{Roots{}, options});
+  std::vector<Sample> samples;
+  SampleWriter writer(samples, "node1", "JobCgroup", 1);
+  EXPECT_THROW(sensor->sample(writer), SensorUnavailable);
+}
+
+}  // namespace
