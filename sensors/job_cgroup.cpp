@@ -1,0 +1,207 @@
+// JobCgroup: what each batch job's cgroup accounts, from cgroup v2 files or their v1
+// equivalents (colmet's cgroup backends, without their OAR/v1-only limits).
+//
+// Per job (sample attributed to the job id):
+//   cpu.usage/.user/.system  v2 cpu.stat usage_usec, user_usec, system_usec;
+//                            v1 cpuacct.usage (ns) and cpuacct.stat user/system (USER_HZ ticks)
+//   memory.current/.peak     v2 memory.current, memory.peak (kernel >= 5.19; left out before);
+//                            v1 memory.usage_in_bytes, memory.max_usage_in_bytes
+//   io.read_bytes/.write_bytes/.reads/.writes
+//                            v2 io.stat rbytes/wbytes/rios/wios summed over devices;
+//                            v1 blkio.throttle.io_service_bytes(_recursive) and io_serviced
+//   tasks                    processes in the job's cgroup and below
+// The node sample has `jobs`, the number of jobs running. A file the job's cgroup lacks (a
+// controller not enabled for it) leaves that metric out; a job that ended during the reading
+// is left out of the round.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "hwmon.h"
+#include "jobs.h"
+#include "procfs.h"
+#include "sensor.h"
+
+namespace fructosa::sensors {
+namespace {
+
+const OptionTable kOptions{};
+
+const Catalog kCatalog{
+    {"jobs", Unit::count, Kind::gauge, "jobs running on the node (node sample)"},
+    {"cpu.usage", Unit::seconds, Kind::counter, "CPU time used by the job's processes"},
+    {"cpu.user", Unit::seconds, Kind::counter, "CPU time in user mode"},
+    {"cpu.system", Unit::seconds, Kind::counter, "CPU time in kernel mode"},
+    {"memory.current", Unit::bytes, Kind::gauge, "memory charged to the job now (incl. page cache)"},
+    {"memory.peak", Unit::bytes, Kind::gauge, "highest memory charged to the job since it started"},
+    {"io.read_bytes", Unit::bytes, Kind::counter, "bytes read from block devices"},
+    {"io.write_bytes", Unit::bytes, Kind::counter, "bytes written to block devices"},
+    {"io.reads", Unit::count, Kind::counter, "block device read operations"},
+    {"io.writes", Unit::count, Kind::counter, "block device write operations"},
+    {"tasks", Unit::count, Kind::gauge, "processes in the job's cgroup and its descendants"},
+};
+
+std::optional<std::uint64_t> read_number(const std::string& path) {
+  auto text = read_file(path);
+  if (!text) return std::nullopt;
+  std::uint64_t value = 0;
+  if (!parse_uint(strip(*text), value)) return std::nullopt;
+  return value;
+}
+
+// "key value" lines (cpu.stat, cpuacct.stat): the value of `key`.
+std::optional<std::uint64_t> keyed(std::string_view text, std::string_view key) {
+  Lines lines(text);
+  for (std::string_view line; lines.next(line);) {
+    std::string_view rest = line;
+    if (next_field(rest) != key) continue;
+    std::uint64_t value = 0;
+    if (parse_uint(next_field(rest), value)) return value;
+  }
+  return std::nullopt;
+}
+
+struct Io {
+  double read_bytes = 0, write_bytes = 0, reads = 0, writes = 0;
+};
+
+// v2 io.stat: "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0" per device.
+bool read_io_v2(const std::string& dir, Io& io) {
+  auto text = read_file(dir + "/io.stat");
+  if (!text) return false;
+  Lines lines(*text);
+  for (std::string_view line; lines.next(line);) {
+    std::string_view rest = line;
+    next_field(rest);  // the device
+    for (auto field = next_field(rest); !field.empty(); field = next_field(rest)) {
+      auto eq = field.find('=');
+      std::uint64_t value = 0;
+      if (eq == std::string_view::npos || !parse_uint(field.substr(eq + 1), value)) continue;
+      auto name = field.substr(0, eq);
+      if (name == "rbytes") io.read_bytes += value;
+      else if (name == "wbytes") io.write_bytes += value;
+      else if (name == "rios") io.reads += value;
+      else if (name == "wios") io.writes += value;
+    }
+  }
+  return true;
+}
+
+// v1 blkio: "8:0 Read 4096" ... "8:0 Total 8192", then "Total 8192": Read and Write summed over
+// devices. The recursive file (the job's step cgroups included) when the kernel has it.
+bool read_blkio(const std::string& dir, const char* name, double& read, double& write) {
+  auto text = read_file(fmt::format("{}/blkio.throttle.{}_recursive", dir, name));
+  if (!text) text = read_file(fmt::format("{}/blkio.throttle.{}", dir, name));
+  if (!text) return false;
+  Lines lines(*text);
+  for (std::string_view line; lines.next(line);) {
+    std::string_view rest = line;
+    auto device = next_field(rest);
+    if (device == "Total") continue;
+    auto operation = next_field(rest);
+    std::uint64_t value = 0;
+    if (!parse_uint(next_field(rest), value)) continue;
+    if (operation == "Read") read += value;
+    else if (operation == "Write") write += value;
+  }
+  return true;
+}
+
+class JobCgroupSensor final : public Sensor {
+ public:
+  explicit JobCgroupSensor(const SensorContext& context)
+      : jobs_(context.jobs), ticks_per_second_(static_cast<double>(::sysconf(_SC_CLK_TCK))) {}
+
+  bool sample(SampleWriter& out) override {
+    if (!jobs_) throw SensorUnavailable("no job discovery");
+    auto snapshot = jobs_->snapshot();
+    out.set("jobs", static_cast<double>(snapshot->jobs.size()));
+    for (const auto& job : snapshot->jobs) read_job(job, out);
+    return true;
+  }
+
+ private:
+  void read_job(const JobCgroup& job, SampleWriter& out) {
+    // Read everything first: a job that ended meanwhile reports nothing rather than half.
+    struct Value {
+      const char* key;
+      double value;
+    };
+    std::vector<Value> values;
+    auto put = [&](const char* key, std::optional<double> value) {
+      if (value) values.push_back({key, *value});
+    };
+
+    std::string cpu = job.dir("cpuacct");
+    if (!cpu.empty() && cpu != job.unified) {
+      put("cpu.usage", scaled(read_number(cpu + "/cpuacct.usage"), 1e9));
+      if (auto stat = read_file(cpu + "/cpuacct.stat")) {
+        put("cpu.user", scaled(keyed(*stat, "user"), ticks_per_second_));
+        put("cpu.system", scaled(keyed(*stat, "system"), ticks_per_second_));
+      }
+    } else if (!job.unified.empty()) {
+      if (auto stat = read_file(job.unified + "/cpu.stat")) {
+        put("cpu.usage", scaled(keyed(*stat, "usage_usec"), 1e6));
+        put("cpu.user", scaled(keyed(*stat, "user_usec"), 1e6));
+        put("cpu.system", scaled(keyed(*stat, "system_usec"), 1e6));
+      }
+    }
+
+    std::string memory = job.dir("memory");
+    if (!memory.empty() && memory != job.unified) {
+      put("memory.current", scaled(read_number(memory + "/memory.usage_in_bytes"), 1));
+      put("memory.peak", scaled(read_number(memory + "/memory.max_usage_in_bytes"), 1));
+    } else if (!job.unified.empty()) {
+      put("memory.current", scaled(read_number(job.unified + "/memory.current"), 1));
+      put("memory.peak", scaled(read_number(job.unified + "/memory.peak"), 1));
+    }
+
+    Io io;
+    std::string blkio = job.dir("blkio");
+    bool have_io = false;
+    if (!blkio.empty() && blkio != job.unified) {
+      have_io = read_blkio(blkio, "io_service_bytes", io.read_bytes, io.write_bytes);
+      read_blkio(blkio, "io_serviced", io.reads, io.writes);
+    } else if (!job.unified.empty()) {
+      have_io = read_io_v2(job.unified, io);
+    }
+    if (have_io) {
+      values.push_back({"io.read_bytes", io.read_bytes});
+      values.push_back({"io.write_bytes", io.write_bytes});
+      values.push_back({"io.reads", io.reads});
+      values.push_back({"io.writes", io.writes});
+    }
+
+    std::string pids = job.dir("pids");
+    std::optional<std::uint64_t> tasks;
+    if (!pids.empty()) tasks = read_number(pids + "/pids.current");
+    if (!tasks) {
+      // Without the pids controller: count the processes listed in the job's cgroups.
+      auto listed = JobDirectory::pids(job);
+      if (!listed.empty() || !values.empty()) tasks = listed.size();
+    }
+    put("tasks", scaled(tasks, 1));
+
+    if (values.empty()) return;  // ended, or nothing accounted
+    out.begin_job(job.id);
+    for (const auto& value : values) out.set(value.key, value.value);
+  }
+
+  // value / divisor (a division: 400000 us is 0.4 s, not 0.39999999999999997).
+  static std::optional<double> scaled(std::optional<std::uint64_t> value, double divisor) {
+    if (!value) return std::nullopt;
+    return static_cast<double>(*value) / divisor;
+  }
+
+  JobDirectory* jobs_;
+  double ticks_per_second_;
+};
+
+}  // namespace
+
+FRUCTOSA_REGISTER_SENSOR("JobCgroup",
+                         "Per batch job CPU time, memory, block I/O and tasks from its cgroup (v2 or v1)",
+                         kOptions, kCatalog, JobCgroupSensor);
+
+}  // namespace fructosa::sensors
