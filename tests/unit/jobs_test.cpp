@@ -7,6 +7,9 @@
 #include <fstream>
 #include <map>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "agent_config.h"
 #include "jobs.h"
 #include "sensor.h"
@@ -244,6 +247,43 @@ TEST(JobCgroupSensor, WithoutJobDiscoveryItIsUnavailable) {
   std::vector<Sample> samples;
   SampleWriter writer(samples, "node1", "JobCgroup", 1);
   EXPECT_THROW(sensor->sample(writer), SensorUnavailable);
+}
+
+}  // namespace
+
+namespace {
+
+// The real cgroup file system: mkdir/rmdir of cgroups must reach inotify there too (kernfs),
+// or jobs would only be found by the periodic rescan.
+TEST(JobDiscovery, NoticesRealCgroupsThroughInotify) {
+  std::string hierarchy;
+  for (const char* candidate : {"/sys/fs/cgroup/cgroup.controllers", "/sys/fs/cgroup/unified/cgroup.controllers",
+                                "/sys/fs/cgroup/cpuacct/cgroup.procs", "/sys/fs/cgroup/memory/cgroup.procs"})
+    if (fs::exists(candidate)) {
+      hierarchy = fs::path(candidate).parent_path().string();
+      break;
+    }
+  if (hierarchy.empty()) GTEST_SKIP() << "no cgroup hierarchy mounted under /sys/fs/cgroup";
+  std::string top = fmt::format("fructosa-test-{}-{}", ::getpid(), ::testing::UnitTest::GetInstance()->random_seed());
+  std::error_code error;
+  if (!fs::create_directory(hierarchy + "/" + top, error))
+    GTEST_SKIP() << "cannot create a cgroup under " << hierarchy << ": " << error.message();
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove(dir + "/job_5", ignored);  // cgroups are removed with rmdir, one by one
+      fs::remove(dir, ignored);
+    }
+  } cleanup{hierarchy + "/" + top};
+  JobDirectory jobs(settings({"scheduler=regex", "regex=^" + top + R"(/job_(\d+)$)", "rescan_interval=100000",
+                              "cgroup_root=" + hierarchy}),
+                    Roots{});
+  EXPECT_TRUE(jobs.snapshot()->jobs.empty());
+  ASSERT_TRUE(fs::create_directory(cleanup.dir + "/job_5"));
+  EXPECT_EQ(ids(*jobs.snapshot()), (std::vector<std::uint64_t>{5}));
+  ASSERT_TRUE(fs::remove(cleanup.dir + "/job_5"));
+  EXPECT_TRUE(jobs.snapshot()->jobs.empty());
 }
 
 }  // namespace
