@@ -133,6 +133,9 @@ int probe(const ProbeRequest& request, std::ostream& out, std::ostream& err) {
 }
 
 void list_sensors(std::ostream& out) {
+  out << "[jobs]\n  Job discovery shared by the per-job sensors (JobCgroup, JobProc, Taskstats, PerfHW, "
+         "NvidiaGPU);\n  node samples carry the label involved_jobs while jobs run\n  options:\n";
+  out << describe_options(sensors::job_options(), "    ") << "\n";
   for (const auto* sensor : sensors::all_sensors()) {
     out << fmt::format("[sensor:{}]\n  {}\n  options:\n", sensor->name, sensor->description);
     out << describe_options(sensors::section_options(*sensor), "    ");

@@ -241,7 +241,7 @@ struct JobDirectory::Watcher {
   }
   void fail(std::string why) {
     if (!failed && failure != why)
-      spdlog::warn("job discovery: {}; rescanning the cgroup tree at every reading instead", why);
+      spdlog::warn("job discovery: {}; rescanning the cgroup tree every second instead", why);
     failed = true;
     failure = std::move(why);
   }
@@ -290,11 +290,12 @@ std::shared_ptr<const JobSnapshot> JobDirectory::snapshot() {
 }
 
 bool JobDirectory::changed_locked() {
-  if (!snapshot_ || watcher_->failed) return true;
-  bool events = watcher_->drain();
-  if (events) return true;
-  return settings_.rescan_interval >= 0 &&
-         steady_ns() - last_scan_ns_ >= static_cast<std::int64_t>(settings_.rescan_interval * 1e9);
+  if (!snapshot_) return true;
+  const std::int64_t since = steady_ns() - last_scan_ns_;
+  // Without (complete) watches: rescan, but at most once a second however many sensors ask.
+  if (watcher_->failed) return since >= 1'000'000'000;
+  if (watcher_->drain()) return true;
+  return since >= static_cast<std::int64_t>(settings_.rescan_interval * 1e9);
 }
 
 void JobDirectory::rescan_locked() {
