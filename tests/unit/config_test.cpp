@@ -150,7 +150,7 @@ TEST(AgentConfig, UnknownSensorAndSectionAreErrors) {
   EXPECT_EQ(agent_error_of("[lmaster]\nhost = a\n\n[sensor:CPUPrecent]\ntime_interval = 1\n"),
             "lagent.conf:4: [sensor:CPUPrecent]: unknown sensor 'CPUPrecent' (`lagent sensors` lists them)");
   EXPECT_EQ(agent_error_of("[lmastre]\nhost = a\n"),
-            "lagent.conf:1: [lmastre]: unknown section (known: [lmaster], [lagent], [logging], [sensor:Name])");
+            "lagent.conf:1: [lmastre]: unknown section (known: [lmaster], [lagent], [logging], [jobs], [sensor:Name])");
   EXPECT_EQ(agent_error_of("[sensor:CPUTimes]\ntime_interval = -1\n"),
             "lagent.conf:2: [sensor:CPUTimes] time_interval: bad value '-1': must be between 0.01 and 86400");
   EXPECT_EQ(agent_error_of("[lmaster]\nincoming data port = 70000\n"),

@@ -1,0 +1,237 @@
+// JobProc: per job sums over its processes of /proc/<pid>/io and of the memory sizes in
+// /proc/<pid>/status (colmet's procstats backend, per job).
+//
+// Processes: JobDirectory::pids(job) (cgroup.procs of the job's cgroup and its descendants),
+// read under the JobDirectory's proc root. /proc/<pid>/io already includes the process's
+// ended threads; its counters are cumulative per process, so by default (monotonic = true)
+// the sensor keeps each process's previous values and adds what they grew to a per-job
+// total: a job's I/O counters never go down when one of its processes ends (what a process
+// did between its last reading and its end is not seen). A pid is the same process while
+// its start time (field 22 of /proc/<pid>/stat) stays the same; a reused pid counts from
+// zero. monotonic = false gives colmet's plain sums over the processes running now.
+// Memory values are gauges summed over the running processes: shared pages (RssShmem, shared
+// libraries) count once per process that maps them, and vm_hwm adds up per-process peaks.
+//
+// /proc/<pid>/io of another user's process needs ptrace-read access (root has it): a process
+// whose io cannot be read is counted in unreadable_processes (its memory is still summed),
+// never left out silently.
+#include <errno.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "jobs.h"
+#include "procfs.h"
+#include "sensor.h"
+
+namespace fructosa::sensors {
+namespace {
+
+const OptionTable kOptions{
+    {.name = "monotonic",
+     .type = OptionType::boolean,
+     .default_value = "true",
+     .help = "I/O counters keep what ended processes did, so a job's totals never go down; "
+             "false: plain sums over the processes running now (colmet), which drop when a "
+             "process ends"},
+};
+
+// /proc/<pid>/io fields, in the file's order; the keys are the file's names.
+constexpr std::array<std::string_view, 7> kIoFields{
+    "rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes", "cancelled_write_bytes"};
+
+// /proc/<pid>/status lines (kB) -> keys (bytes).
+struct MemoryField {
+  std::string_view status;
+  std::string_view key;
+};
+constexpr std::array<MemoryField, 5> kMemoryFields{{{"VmRSS", "vm_rss"},
+                                                    {"RssShmem", "rss_shmem"},
+                                                    {"VmSize", "vm_size"},
+                                                    {"VmHWM", "vm_hwm"},
+                                                    {"VmSwap", "vm_swap"}}};
+
+const Catalog kCatalog{
+    {"jobs", Unit::count, Kind::gauge,
+     "jobs running on the node (node sample; the agent labels it involved_jobs with their ids)"},
+    {"processes", Unit::count, Kind::gauge, "processes of the job read this round"},
+    {"unreadable_processes", Unit::count, Kind::gauge,
+     "processes of the job whose /proc/<pid>/io could not be read (no ptrace-read access): "
+     "their I/O is missing from the sums"},
+    {"rchar", Unit::bytes, Kind::counter, "bytes read by read()-like calls, page cache included"},
+    {"wchar", Unit::bytes, Kind::counter, "bytes written by write()-like calls"},
+    {"syscr", Unit::count, Kind::counter, "read()-like system calls"},
+    {"syscw", Unit::count, Kind::counter, "write()-like system calls"},
+    {"read_bytes", Unit::bytes, Kind::counter, "bytes fetched from storage"},
+    {"write_bytes", Unit::bytes, Kind::counter, "bytes sent to storage (dirtied page cache included)"},
+    {"cancelled_write_bytes", Unit::bytes, Kind::counter,
+     "bytes whose write-out was cancelled (dirty pages truncated)"},
+    {"vm_rss", Unit::bytes, Kind::gauge, "resident set size (VmRSS), summed over the processes"},
+    {"rss_shmem", Unit::bytes, Kind::gauge,
+     "resident shared memory (RssShmem), summed over the processes (counted once per process)"},
+    {"vm_size", Unit::bytes, Kind::gauge, "virtual memory size (VmSize), summed over the processes"},
+    {"vm_hwm", Unit::bytes, Kind::gauge,
+     "peak resident set size (VmHWM), summed over the processes (not the job's peak)"},
+    {"vm_swap", Unit::bytes, Kind::gauge, "swapped-out anonymous memory (VmSwap), summed over the processes"},
+};
+
+using IoCounters = std::array<std::uint64_t, kIoFields.size()>;
+using Memory = std::array<std::uint64_t, kMemoryFields.size()>;
+
+struct Process {
+  std::uint64_t start = 0;  // field 22 of stat: clock ticks after boot
+  IoCounters last{};
+  bool have_io = false;
+  std::uint64_t round = 0;
+};
+
+struct JobState {
+  IoCounters total{};
+  std::unordered_map<int, Process> processes;
+};
+
+// Reads a small procfs file into `buffer`; 0 or the errno.
+int read_small(const std::string& path, std::string& buffer) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  buffer.resize(4096);
+  std::size_t used = 0;
+  for (;;) {
+    if (used == buffer.size()) buffer.resize(buffer.size() * 2);
+    ssize_t n = ::read(fd, buffer.data() + used, buffer.size() - used);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int error = errno;
+      ::close(fd);
+      return error;
+    }
+    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  buffer.resize(used);
+  return 0;
+}
+
+// "name:   value[ kB]" -> value (the number only).
+bool field_number(std::string_view line, std::string_view name, std::uint64_t& value) {
+  if (line.size() <= name.size() || line.compare(0, name.size(), name) != 0 || line[name.size()] != ':')
+    return false;
+  std::string_view rest = line.substr(name.size() + 1);
+  return parse_uint(next_field(rest), value);
+}
+
+// Field 22 (starttime) of /proc/<pid>/stat: counted after the ')' closing the command name,
+// which may itself hold spaces and parentheses.
+bool parse_start(std::string_view stat, std::uint64_t& start) {
+  auto close = stat.rfind(')');
+  if (close == std::string_view::npos) return false;
+  std::string_view rest = stat.substr(close + 1);
+  for (int field = 3; field < 22; ++field)
+    if (next_field(rest).empty()) return false;
+  return parse_uint(next_field(rest), start);
+}
+
+class JobProcSensor final : public Sensor {
+ public:
+  explicit JobProcSensor(const SensorContext& context)
+      : jobs_(context.jobs), monotonic_(context.options.get_bool("monotonic")) {}
+
+  bool sample(SampleWriter& out) override {
+    if (!jobs_) throw SensorUnavailable("no job discovery");
+    auto snapshot = jobs_->snapshot();
+    const std::string& proc = jobs_->proc_root();
+    ++round_;
+    out.set("jobs", static_cast<double>(snapshot->jobs.size()));
+
+    for (const auto& job : snapshot->jobs) {
+      JobState& state = states_[job.id];
+      IoCounters current{};  // monotonic = false: sums over the processes now
+      Memory memory{};
+      std::uint64_t processes = 0, unreadable = 0;
+      for (int pid : JobDirectory::pids(job)) {
+        std::string base = fmt::format("{}/{}", proc, pid);
+        std::uint64_t start;
+        if (read_small(base + "/stat", buffer_) != 0 || !parse_start(buffer_, start)) continue;  // gone
+        if (read_small(base + "/status", buffer_) != 0) continue;                                // gone
+        Memory mine{};
+        Lines lines(buffer_);
+        std::string_view line;
+        while (lines.next(line))
+          for (std::size_t i = 0; i < kMemoryFields.size(); ++i)
+            if (field_number(line, kMemoryFields[i].status, mine[i])) break;
+
+        IoCounters io{};
+        int error = read_small(base + "/io", buffer_);
+        bool readable = error == 0 && parse_io(buffer_, io);
+        if (!readable && (error == ENOENT || error == ESRCH) && ::access(base.c_str(), F_OK) != 0)
+          continue;  // it ended while being read
+        ++processes;
+        for (std::size_t i = 0; i < memory.size(); ++i) memory[i] += mine[i] * 1024;
+
+        auto [it, fresh] = state.processes.try_emplace(pid);
+        Process& process = it->second;
+        if (!fresh && process.start != start) process = Process{};  // a reused pid
+        process.start = start;
+        process.round = round_;
+        if (!readable) {
+          ++unreadable;  // keeps its previous values, if any, for when it can be read again
+          continue;
+        }
+        for (std::size_t i = 0; i < io.size(); ++i) {
+          current[i] += io[i];
+          std::uint64_t grew = !process.have_io || io[i] < process.last[i] ? io[i] : io[i] - process.last[i];
+          state.total[i] += grew;
+        }
+        process.last = io;
+        process.have_io = true;
+      }
+      std::erase_if(state.processes, [this](const auto& entry) { return entry.second.round != round_; });
+
+      out.begin_job(job.id);
+      out.set("processes", static_cast<double>(processes));
+      out.set("unreadable_processes", static_cast<double>(unreadable));
+      const IoCounters& io = monotonic_ ? state.total : current;
+      for (std::size_t i = 0; i < kIoFields.size(); ++i) out.set(kIoFields[i], static_cast<double>(io[i]));
+      for (std::size_t i = 0; i < kMemoryFields.size(); ++i)
+        out.set(kMemoryFields[i].key, static_cast<double>(memory[i]));
+    }
+    states_.retain(*snapshot);
+    return true;
+  }
+
+ private:
+  static bool parse_io(std::string_view text, IoCounters& io) {
+    std::size_t found = 0;
+    Lines lines(text);
+    std::string_view line;
+    while (lines.next(line))
+      for (std::size_t i = 0; i < kIoFields.size(); ++i)
+        if (field_number(line, kIoFields[i], io[i])) {
+          ++found;
+          break;
+        }
+    return found > 0;
+  }
+
+  JobDirectory* jobs_;
+  bool monotonic_;
+  std::uint64_t round_ = 0;
+  PerJob<JobState> states_;
+  std::string buffer_;
+};
+
+}  // namespace
+
+FRUCTOSA_REGISTER_SENSOR("JobProc",
+                         "Per-job sums of /proc/<pid>/io and of memory sizes from /proc/<pid>/status "
+                         "over each job's processes; I/O totals keep what ended processes did",
+                         kOptions, kCatalog, JobProcSensor);
+
+}  // namespace fructosa::sensors

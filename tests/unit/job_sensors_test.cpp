@@ -1,0 +1,514 @@
+// Taskstats and JobProc, the per-job sensors that read each job's processes.
+//
+// JobProc is checked exactly on a synthesized procfs + cgroup tree (tests/fixtures/jobs-proc,
+// README there), including processes that end, pids that are reused and io that cannot be
+// read. Both sensors are then checked live on real child processes placed in a job-like
+// cgroup v1 directory made for the test (root only; skipped with the reason otherwise):
+// the child's write() I/O and CPU time must show up in its job, and a job's totals must not
+// go down when one of its processes ends. Taskstats also needs CAP_NET_ADMIN, and its
+// message without it is checked by dropping the capability from this thread.
+#include <errno.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/capability.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jobs.h"
+#include "sensor.h"
+#include "taskstats_netlink.h"
+#include "test_support.h"
+
+using namespace fructosa;
+using namespace fructosa::sensors;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kFixture = std::string(FRUCTOSA_FIXTURES) + "/jobs-proc";
+
+// A sensor with its own job directory; not movable (the sensor keeps references).
+struct Rig {
+  Rig(const std::string& name, std::vector<JobCgroup> jobs, const Roots& roots,
+      std::vector<std::string> pairs = {})
+      : definition(find_sensor(name)),
+        directory(JobDirectory::fixed(std::move(jobs), roots)),
+        options(parse_pairs(*definition->options, pairs, "test")),
+        sensor(definition->make(SensorContext{roots, options, directory.get()})) {}
+  const SensorDefinition* definition;
+  std::unique_ptr<JobDirectory> directory;
+  Options options;
+  std::unique_ptr<Sensor> sensor;
+};
+
+struct Reading {
+  std::map<std::uint64_t, std::map<std::string, double>> values;  // job -> key -> value
+  std::map<std::string, std::string> node_labels;
+  std::string unavailable;  // SensorUnavailable's reason, "" when it read
+  double at(std::uint64_t job, const std::string& key) const {
+    auto j = values.find(job);
+    if (j == values.end()) throw std::runtime_error("no sample for job " + std::to_string(job));
+    auto k = j->second.find(key);
+    if (k == j->second.end()) throw std::runtime_error("job " + std::to_string(job) + " has no " + key);
+    return k->second;
+  }
+};
+
+Reading read(Rig& rig) {
+  Reading reading;
+  std::vector<Sample> samples;
+  SampleWriter out(samples, "node", rig.definition->name, 1);
+  try {
+    EXPECT_TRUE(rig.sensor->sample(out));
+  } catch (const SensorUnavailable& why) {
+    reading.unavailable = why.what();
+    return reading;
+  }
+  for (const auto& sample : samples) {
+    auto& values = reading.values[sample.job];
+    for (const auto& metric : sample.metrics) {
+      EXPECT_EQ(values.count(metric.key), 0u) << "duplicate key " << metric.key;
+      EXPECT_NE(rig.definition->catalog->find(metric.key), nullptr) << "not in the catalog: " << metric.key;
+      values[metric.key] = metric.value;
+    }
+    if (sample.job == 0)
+      for (const auto& label : sample.labels) reading.node_labels[label.key] = label.value;
+  }
+  return reading;
+}
+
+JobCgroup unified_job(std::uint64_t id, const std::string& dir) {
+  JobCgroup job;
+  job.id = id;
+  job.name = fs::path(dir).filename();
+  job.unified = dir;
+  return job;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::trunc);
+  file << text;
+  ASSERT_TRUE(file.good()) << path;
+}
+
+// The fixture in a temporary directory, to change it between readings.
+struct FixtureCopy {
+  test::TempDir dir;
+  FixtureCopy() { fs::copy(kFixture, dir.path(), fs::copy_options::recursive); }
+  std::string proc() const { return dir.path() + "/proc"; }
+  std::vector<JobCgroup> jobs() const {
+    return {unified_job(1, dir.path() + "/cgroup/job_1"), unified_job(2, dir.path() + "/cgroup/job_2")};
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// JobProc on the fixture
+
+TEST(JobProcFixture, SumsEachJobsProcesses) {
+  Rig rig("JobProc",
+          {unified_job(2, kFixture + "/cgroup/job_2"), unified_job(1, kFixture + "/cgroup/job_1")},
+          Roots{kFixture + "/proc", "/nonexistent-sys"});
+  Reading r = read(rig);
+  ASSERT_EQ(r.unavailable, "");
+  EXPECT_EQ(r.at(0, "jobs"), 2);
+  EXPECT_TRUE(r.node_labels.empty());  // involved_jobs is the agent's label, not the sensor's
+
+  const std::map<std::string, double> job1{
+      {"processes", 3},         {"unreadable_processes", 1}, {"rchar", 1300},
+      {"wchar", 2400},          {"syscr", 13},               {"syscw", 24},
+      {"read_bytes", 4096},     {"write_bytes", 12288},      {"cancelled_write_bytes", 4096},
+      {"vm_rss", 6400 * 1024.}, {"rss_shmem", 300 * 1024.},  {"vm_size", 31000 * 1024.},
+      {"vm_hwm", 8500 * 1024.}, {"vm_swap", 16 * 1024.}};
+  EXPECT_EQ(r.values.at(1), job1);
+  const std::map<std::string, double> job2{
+      {"processes", 2},       {"unreadable_processes", 0}, {"rchar", 57},
+      {"wchar", 68},          {"syscr", 6},                {"syscw", 7},
+      {"read_bytes", 0},      {"write_bytes", 0},          {"cancelled_write_bytes", 0},
+      {"vm_rss", 80 * 1024.}, {"rss_shmem", 0},            {"vm_size", 500 * 1024.},
+      {"vm_hwm", 100 * 1024.}, {"vm_swap", 0}};
+  EXPECT_EQ(r.values.at(2), job2);
+}
+
+TEST(JobProcFixture, TotalsDoNotGoDownWhenAProcessEnds) {
+  FixtureCopy copy;
+  Rig rig("JobProc", copy.jobs(), Roots{copy.proc(), "/nonexistent-sys"});
+  Rig plain("JobProc", copy.jobs(), Roots{copy.proc(), "/nonexistent-sys"}, {"monotonic=false"});
+  Reading first = read(rig);
+  ASSERT_EQ(first.unavailable, "");
+  ASSERT_EQ(first.at(1, "rchar"), 1300);
+  ASSERT_EQ(read(plain).at(1, "rchar"), 1300);
+
+  // 101 (the job step's process) ends; 100 reads 500 more bytes.
+  fs::remove_all(copy.proc() + "/101");
+  write_file(copy.dir.path() + "/cgroup/job_1/step_0/cgroup.procs", "");
+  write_file(copy.proc() + "/100/io",
+             "rchar: 1500\nwchar: 2000\nsyscr: 12\nsyscw: 20\nread_bytes: 4096\nwrite_bytes: 8192\n"
+             "cancelled_write_bytes: 0\n");
+  Reading second = read(rig);
+  EXPECT_EQ(second.at(1, "processes"), 2);
+  EXPECT_EQ(second.at(1, "rchar"), 1800);         // 1300 + 500: 101's 300 stays
+  EXPECT_EQ(second.at(1, "wchar"), 2400);         // unchanged, not 2000
+  EXPECT_EQ(second.at(1, "syscr"), 15);
+  EXPECT_EQ(second.at(1, "write_bytes"), 12288);
+  EXPECT_EQ(second.at(1, "cancelled_write_bytes"), 4096);
+  EXPECT_EQ(second.at(1, "vm_rss"), 2400 * 1024.);  // memory is a gauge: 101's is gone
+  for (const auto& [key, value] : first.values.at(1)) {
+    const auto* entry = rig.definition->catalog->find(key);
+    ASSERT_NE(entry, nullptr);
+    if (entry->kind == Kind::counter) { EXPECT_GE(second.at(1, key), value) << key; }
+  }
+  // monotonic = false: colmet's sums over the processes running now.
+  Reading now = read(plain);
+  EXPECT_EQ(now.at(1, "rchar"), 1500);
+  EXPECT_EQ(now.at(1, "wchar"), 2000);
+
+  // pid 100 is reused by a new process (another start time) that has read 10 bytes so far:
+  // it counts from zero, not from the old process's 1500.
+  std::string stat;
+  {
+    std::ifstream in(copy.proc() + "/100/stat");
+    std::getline(in, stat);
+  }
+  auto at = stat.find(" 5000 ");
+  ASSERT_NE(at, std::string::npos);
+  stat.replace(at, 6, " 9000 ");
+  write_file(copy.proc() + "/100/stat", stat + "\n");
+  write_file(copy.proc() + "/100/io",
+             "rchar: 10\nwchar: 0\nsyscr: 1\nsyscw: 0\nread_bytes: 0\nwrite_bytes: 0\n"
+             "cancelled_write_bytes: 0\n");
+  Reading third = read(rig);
+  EXPECT_EQ(third.at(1, "rchar"), 1810);
+  EXPECT_EQ(third.at(1, "wchar"), 2400);
+  EXPECT_EQ(third.at(1, "syscr"), 16);
+
+  // The whole job ends: no sample for it, and job 2 goes on.
+  fs::remove_all(copy.dir.path() + "/cgroup/job_1");
+  Reading fourth = read(rig);
+  EXPECT_EQ(fourth.at(1, "processes"), 0);  // the fixed directory still lists it
+  EXPECT_EQ(fourth.at(1, "rchar"), 1810);
+  EXPECT_EQ(fourth.at(2, "rchar"), 57);
+}
+
+TEST(JobSensors, WithoutJobDiscoveryTheyAreUnavailable) {
+  for (const char* name : {"JobProc", "Taskstats"}) {
+    const SensorDefinition* definition = find_sensor(name);
+    ASSERT_NE(definition, nullptr) << name;
+    Options options = parse_pairs(*definition->options, {}, "test");
+    auto sensor = definition->make(SensorContext{Roots{}, options});
+    std::vector<Sample> samples;
+    SampleWriter out(samples, "node", name, 1);
+    try {
+      sensor->sample(out);
+      ADD_FAILURE() << name << " read without a job directory";
+    } catch (const SensorUnavailable& why) {
+      EXPECT_NE(std::string(why.what()).find("no job discovery"), std::string::npos) << why.what();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Live: real processes in a job-like cgroup
+
+// The thread's effective capabilities without CAP_NET_ADMIN, for the life of the object.
+class WithoutNetAdmin {
+ public:
+  WithoutNetAdmin() {
+    header_.version = _LINUX_CAPABILITY_VERSION_3;
+    header_.pid = 0;
+    if (::syscall(SYS_capget, &header_, saved_) != 0) return;
+    __user_cap_data_struct lowered[2] = {saved_[0], saved_[1]};
+    lowered[CAP_TO_INDEX(CAP_NET_ADMIN)].effective &= ~CAP_TO_MASK(CAP_NET_ADMIN);
+    ok_ = ::syscall(SYS_capset, &header_, lowered) == 0;
+  }
+  ~WithoutNetAdmin() {
+    if (ok_) ::syscall(SYS_capset, &header_, saved_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  __user_cap_header_struct header_{};
+  __user_cap_data_struct saved_[2]{};
+  bool ok_ = false;
+};
+
+// A job-like cgroup v1 directory: <sys>/fs/cgroup/cpuacct/fructosa-test-<pid>-<n>/job_4242.
+class TestCgroup {
+ public:
+  TestCgroup() {
+    static std::atomic<int> counter{0};
+    if (::geteuid() != 0) {
+      why_ = "not root: cannot make a cgroup";
+      return;
+    }
+    hierarchy_ = "/sys/fs/cgroup/cpuacct";
+    if (!fs::exists(hierarchy_ + "/cgroup.procs")) {
+      why_ = "no cgroup v1 cpuacct hierarchy at " + hierarchy_;
+      return;
+    }
+    parent_ = hierarchy_ + "/fructosa-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    if (::mkdir(parent_.c_str(), 0755) != 0) {
+      why_ = "mkdir " + parent_ + ": " + std::strerror(errno);
+      parent_.clear();
+      return;
+    }
+    dir_ = parent_ + "/job_4242";
+    if (::mkdir(dir_.c_str(), 0755) != 0) {
+      why_ = "mkdir " + dir_ + ": " + std::strerror(errno);
+      dir_.clear();
+    }
+  }
+  ~TestCgroup() {
+    if (!dir_.empty()) {
+      // Anything still inside goes back to the root before the directory can go.
+      std::ifstream procs(dir_ + "/cgroup.procs");
+      for (long pid; procs >> pid;) std::ofstream(hierarchy_ + "/cgroup.procs") << pid << "\n";
+      ::rmdir(dir_.c_str());
+    }
+    if (!parent_.empty()) ::rmdir(parent_.c_str());
+  }
+  bool ok() const { return !dir_.empty(); }
+  const std::string& why() const { return why_; }
+  const std::string& dir() const { return dir_; }
+  bool add(pid_t pid) {
+    std::ofstream procs(dir_ + "/cgroup.procs");
+    procs << pid << "\n";
+    procs.flush();
+    return procs.good();
+  }
+  JobCgroup job() const {
+    JobCgroup job;
+    job.id = 4242;
+    job.name = "job_4242";
+    job.v1 = {{"cpuacct", dir_}};
+    return job;
+  }
+
+ private:
+  std::string hierarchy_, parent_, dir_, why_;
+};
+
+constexpr int kWrites = 1024;  // of 1 KiB each: taskstats rounds counts down to multiples of 1024
+constexpr std::uint64_t kWritten = kWrites * 1024;
+
+double thread_cpu_seconds() {
+  timespec now;
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
+}
+
+// A child process that, once told to go, writes kWritten bytes to `path` in 1 KiB write()s,
+// burns 50 ms of CPU, says it is done and then waits to be killed. It uses only system calls
+// after fork().
+class Child {
+ public:
+  explicit Child(const std::string& path) {
+    if (::pipe2(go_, O_CLOEXEC) != 0 || ::pipe2(done_, O_CLOEXEC) != 0) return;
+    static char block[1024];
+    std::memset(block, 'x', sizeof block);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      char byte;
+      if (::read(go_[0], &byte, 1) != 1) ::_exit(1);
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) ::_exit(2);
+      for (int i = 0; i < kWrites; ++i)
+        if (::write(fd, block, sizeof block) != static_cast<ssize_t>(sizeof block)) ::_exit(3);
+      ::close(fd);
+      double start = thread_cpu_seconds();
+      volatile std::uint64_t sink = 0;
+      while (thread_cpu_seconds() - start < 0.05)
+        for (int i = 0; i < 100000; ++i) sink = sink + static_cast<std::uint64_t>(i);
+      if (::write(done_[1], "d", 1) != 1) ::_exit(4);
+      for (;;) ::pause();
+    }
+  }
+  ~Child() {
+    stop();
+    for (int fd : {go_[0], go_[1], done_[0], done_[1]})
+      if (fd >= 0) ::close(fd);
+  }
+  pid_t pid() const { return pid_; }
+  bool go() { return ::write(go_[1], "g", 1) == 1; }
+  // Waits (up to 30 s) for the child to finish its work.
+  bool wait_done() {
+    pollfd poll_fd{done_[0], POLLIN, 0};
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      deadline - std::chrono::steady_clock::now())
+                                      .count());
+      int ready = ::poll(&poll_fd, 1, std::max(left, 1));
+      if (ready > 0) {
+        char byte;
+        return ::read(done_[0], &byte, 1) == 1;
+      }
+      if (ready < 0 && errno != EINTR) return false;
+    }
+    return false;
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    int status;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int go_[2] = {-1, -1};
+  int done_[2] = {-1, -1};
+};
+
+bool on_tmpfs(const std::string& path) {
+  struct statfs info;
+  return ::statfs(path.c_str(), &info) == 0 && info.f_type == TMPFS_MAGIC;
+}
+
+// Skips the test when Taskstats cannot work here (no CAP_NET_ADMIN, no family).
+#define SKIP_IF_TASKSTATS_REFUSED(reading)                                                 \
+  if (!(reading).unavailable.empty()) GTEST_SKIP() << "Taskstats unavailable: " << (reading).unavailable
+
+TEST(TaskstatsLive, SocketAnswersForThisThreadAndNotForAnEndedTask) {
+  std::unique_ptr<TaskstatsSocket> socket;
+  taskstats stats{};
+  try {
+    socket = std::make_unique<TaskstatsSocket>();
+    int self = static_cast<int>(::syscall(SYS_gettid));
+    ASSERT_EQ(socket->query(self, stats), TaskstatsSocket::Result::ok);
+  } catch (const SensorUnavailable& why) {
+    GTEST_SKIP() << why.what();
+  }
+  EXPECT_GE(stats.version, 1);
+  EXPECT_EQ(stats.ac_pid, static_cast<std::uint32_t>(::getpid()));  // the main thread: tid == pid
+  EXPECT_GE(socket->payload_size(), offsetof(taskstats, nivcsw) + sizeof stats.nivcsw);
+  RecordProperty("taskstats_version", stats.version);
+  RecordProperty("payload_bytes", static_cast<int>(socket->payload_size()));
+
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_EQ(socket->query(child, stats), TaskstatsSocket::Result::gone);
+}
+
+TEST(TaskstatsLive, WithoutCapNetAdminTheReasonSaysSo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot test dropping CAP_NET_ADMIN";
+  std::string reason;
+  {
+    WithoutNetAdmin lowered;
+    if (!lowered.ok()) GTEST_SKIP() << "capset failed: " << std::strerror(errno);
+    auto jobs = JobDirectory::fixed({}, Roots{});
+    Options options = parse_pairs(*find_sensor("Taskstats")->options, {}, "test");
+    auto sensor = find_sensor("Taskstats")->make(SensorContext{Roots{}, options, jobs.get()});
+    std::vector<Sample> samples;
+    SampleWriter out(samples, "node", "Taskstats", 1);
+    try {
+      sensor->sample(out);
+    } catch (const SensorUnavailable& why) {
+      reason = why.what();
+    }
+  }
+  if (reason.find("not found") != std::string::npos) GTEST_SKIP() << reason;
+  EXPECT_NE(reason.find("needs CAP_NET_ADMIN"), std::string::npos) << "reason: '" << reason << "'";
+  EXPECT_NE(reason.find("Operation not permitted"), std::string::npos) << reason;
+}
+
+TEST(JobSensorsLive, ChildInAJobCgroupIsAttributedToTheJob) {
+  TestCgroup cgroup;
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.why();
+  test::TempDir dir;
+  Child child(dir.file("out"));
+  ASSERT_GT(child.pid(), 0);
+  ASSERT_TRUE(cgroup.add(child.pid())) << "cannot write to " << cgroup.dir() << "/cgroup.procs";
+  ASSERT_TRUE(child.go());
+  ASSERT_TRUE(child.wait_done()) << "the child did not finish its writes";
+
+  Rig proc("JobProc", {cgroup.job()}, Roots{});
+  Reading p = read(proc);
+  ASSERT_EQ(p.unavailable, "");
+  EXPECT_EQ(p.at(0, "jobs"), 1);
+  EXPECT_EQ(p.at(4242, "processes"), 1);
+  EXPECT_EQ(p.at(4242, "unreadable_processes"), 0);
+  EXPECT_GE(p.at(4242, "wchar"), kWritten);
+  EXPECT_GE(p.at(4242, "syscw"), kWrites);
+  EXPECT_GT(p.at(4242, "vm_rss"), 0);
+  EXPECT_GE(p.at(4242, "vm_size"), p.at(4242, "vm_rss"));
+  if (!on_tmpfs(dir.path())) { EXPECT_GE(p.at(4242, "write_bytes"), kWritten); }
+
+  Rig stats("Taskstats", {cgroup.job()}, Roots{});
+  Reading t = read(stats);
+  child.stop();
+  SKIP_IF_TASKSTATS_REFUSED(t);
+  EXPECT_EQ(t.at(0, "jobs"), 1);
+  EXPECT_EQ(t.at(4242, "tasks"), 1);
+  EXPECT_EQ(t.at(4242, "processes"), 1);
+  EXPECT_GE(t.at(4242, "write_char"), kWritten);
+  EXPECT_GE(t.at(4242, "write_syscalls"), kWrites);
+  EXPECT_GT(t.at(4242, "ac_utime") + t.at(4242, "ac_stime"), 0);
+  EXPECT_GT(t.at(4242, "ac_etime"), 0);
+  EXPECT_GT(t.at(4242, "nvcsw") + t.at(4242, "nivcsw"), 0);
+  EXPECT_GT(t.at(4242, "hiwater_rss"), 0);
+  EXPECT_GT(t.at(4242, "ac_minflt"), 0);
+  if (!on_tmpfs(dir.path())) { EXPECT_GE(t.at(4242, "write_bytes"), kWritten); }
+  RecordProperty("ac_utime_plus_stime_ms",
+                 static_cast<int>(1000 * (t.at(4242, "ac_utime") + t.at(4242, "ac_stime"))));
+}
+
+TEST(JobSensorsLive, JobTotalsDoNotGoDownWhenAProcessEnds) {
+  TestCgroup cgroup;
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.why();
+  test::TempDir dir;
+  Child first(dir.file("first")), second(dir.file("second"));
+  ASSERT_GT(first.pid(), 0);
+  ASSERT_GT(second.pid(), 0);
+  ASSERT_TRUE(cgroup.add(first.pid()));
+  ASSERT_TRUE(cgroup.add(second.pid()));
+  ASSERT_TRUE(first.go());
+  ASSERT_TRUE(second.go());
+  ASSERT_TRUE(first.wait_done());
+  ASSERT_TRUE(second.wait_done());
+
+  Rig stats("Taskstats", {cgroup.job()}, Roots{});
+  Rig proc("JobProc", {cgroup.job()}, Roots{});
+  Reading t1 = read(stats), p1 = read(proc);
+  ASSERT_EQ(p1.unavailable, "");
+  EXPECT_EQ(p1.at(4242, "processes"), 2);
+  EXPECT_GE(p1.at(4242, "wchar"), 2 * kWritten);
+
+  second.stop();  // killed and reaped: gone from the cgroup and from /proc
+  Reading t2 = read(stats), p2 = read(proc);
+  first.stop();
+  EXPECT_EQ(p2.at(4242, "processes"), 1);
+  EXPECT_GE(p2.at(4242, "wchar"), 2 * kWritten);
+  for (const auto& [key, value] : p1.values.at(4242))
+    if (proc.definition->catalog->find(key)->kind == Kind::counter) { EXPECT_GE(p2.at(4242, key), value) << key; }
+
+  SKIP_IF_TASKSTATS_REFUSED(t1);
+  EXPECT_EQ(t1.at(4242, "tasks"), 2);
+  EXPECT_EQ(t2.at(4242, "tasks"), 1);
+  EXPECT_GE(t2.at(4242, "write_char"), 2 * kWritten);
+  EXPECT_GE(t2.at(4242, "write_syscalls"), 2 * kWrites);
+  for (const auto& [key, value] : t1.values.at(4242))
+    if (stats.definition->catalog->find(key)->kind == Kind::counter) { EXPECT_GE(t2.at(4242, key), value) << key; }
+}
+
+}  // namespace
