@@ -1,0 +1,344 @@
+#include "child_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+extern char** environ;
+
+namespace fructosa::sensors {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Closes a descriptor when it goes out of scope.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int value) : fd(value) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+// A pidfd makes poll() wake when the child exits; without one (kernel < 5.3) the loop polls
+// waitpid every kTick.
+constexpr auto kTick = std::chrono::milliseconds(20);
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+// Reads what is there now from a non-blocking pipe into `text` (up to the cap; the rest is
+// read and dropped). False at end of file or on an error other than "nothing yet".
+bool drain(int fd, std::string& text) {
+  char buffer[8192];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      std::size_t room = ChildResult::kMaxOutput - std::min(text.size(), ChildResult::kMaxOutput);
+      text.append(buffer, std::min<std::size_t>(room, static_cast<std::size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;
+  }
+}
+
+std::string_view first_line(std::string_view text) {
+  auto begin = text.find_first_not_of(" \t\r\n");
+  if (begin == std::string_view::npos) return {};
+  text.remove_prefix(begin);
+  text = text.substr(0, text.find('\n'));
+  while (!text.empty() && (text.back() == '\r' || text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  if (text.size() > 200) text = text.substr(0, 200);
+  return text;
+}
+
+bool executable_file(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string ChildResult::failure(std::string_view name, double timeout_seconds) const {
+  if (spawn_error != 0)
+    return fmt::format("{}: cannot run {}: {}", name, argv.empty() ? std::string() : argv.front(),
+                       std::strerror(spawn_error));
+  if (timed_out)
+    return fmt::format("{} did not finish within {:g} s: killed (pid {})", name, timeout_seconds, pid);
+  if (cancelled) return fmt::format("{} was stopped: the sensor went away", name);
+  if (signal != 0) return fmt::format("{} was killed by signal {} ({})", name, signal, ::strsignal(signal));
+  if (exit_code != 0) {
+    auto why = first_line(err);
+    if (why.empty()) why = first_line(out);
+    return why.empty() ? fmt::format("{} exited with status {}", name, exit_code)
+                       : fmt::format("{} exited with status {}: {}", name, exit_code, why);
+  }
+  return {};
+}
+
+ChildResult run_with_timeout(const std::vector<std::string>& argv, double timeout_seconds, int wake_fd,
+                             std::atomic<pid_t>* started) {
+  ChildResult result;
+  result.argv = argv;
+  const auto begin = Clock::now();
+  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
+  auto finish = [&] {
+    result.finished = Clock::now();
+    result.seconds = std::chrono::duration<double>(result.finished - begin).count();
+    return std::move(result);
+  };
+  if (argv.empty()) {
+    result.spawn_error = EINVAL;
+    return finish();
+  }
+
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    result.spawn_error = errno;
+    return finish();
+  }
+  Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    result.spawn_error = errno;
+    return finish();
+  }
+  Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
+
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&actions, out_write.fd, 1);
+  ::posix_spawn_file_actions_adddup2(&actions, err_write.fd, 2);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  ::posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+#endif
+  posix_spawnattr_t attributes;
+  ::posix_spawnattr_init(&attributes);
+  ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  ::posix_spawnattr_setpgroup(&attributes, 0);  // its own group, led by itself
+  sigset_t signals;
+  ::sigemptyset(&signals);
+  ::posix_spawnattr_setsigmask(&attributes, &signals);
+  ::sigfillset(&signals);
+  ::sigdelset(&signals, SIGKILL);
+  ::sigdelset(&signals, SIGSTOP);
+  ::posix_spawnattr_setsigdefault(&attributes, &signals);
+
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int error = ::posix_spawn(&pid, argv.front().c_str(), &actions, &attributes, args.data(), environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::posix_spawnattr_destroy(&attributes);
+  out_write.reset();
+  err_write.reset();
+  if (error != 0) {
+    result.spawn_error = error;
+    return finish();
+  }
+  result.pid = pid;
+  if (started) started->store(pid);
+  ::fcntl(out_read.fd, F_SETFL, O_NONBLOCK);
+  ::fcntl(err_read.fd, F_SETFL, O_NONBLOCK);
+  Fd pidfd(open_pidfd(pid));
+
+  int status = 0;
+  bool reaped = false;
+  auto reap = [&](int flags) {
+    while (true) {
+      pid_t got = ::waitpid(pid, &status, flags);
+      if (got == pid) return true;
+      if (got < 0 && errno == EINTR) continue;
+      return false;
+    }
+  };
+  while (true) {
+    if (!reaped) reaped = reap(WNOHANG);
+    if (reaped) {
+      // What the tool wrote before it exited is in the pipes now; a process it left behind
+      // that still holds them is not waited for.
+      if (out_read.fd >= 0 && !drain(out_read.fd, result.out)) out_read.reset();
+      if (err_read.fd >= 0 && !drain(err_read.fd, result.err)) err_read.reset();
+      break;
+    }
+    auto now = Clock::now();
+    if (now >= deadline) {
+      result.timed_out = true;
+      break;
+    }
+    pollfd fds[4];
+    int count = 0;
+    int out_index = -1, err_index = -1, wake_index = -1;
+    if (out_read.fd >= 0) fds[out_index = count++] = {out_read.fd, POLLIN, 0};
+    if (err_read.fd >= 0) fds[err_index = count++] = {err_read.fd, POLLIN, 0};
+    if (wake_fd >= 0) fds[wake_index = count++] = {wake_fd, POLLIN, 0};
+    if (pidfd.fd >= 0) fds[count++] = {pidfd.fd, POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + std::chrono::milliseconds(1);
+    if (pidfd.fd < 0) left = std::min<std::chrono::milliseconds>(left, kTick);
+    int ready = ::poll(fds, static_cast<nfds_t>(count), static_cast<int>(left.count()));
+    if (ready < 0 && errno != EINTR) {
+      // Cannot wait properly: fall back to short sleeps.
+      ::usleep(static_cast<useconds_t>(std::chrono::microseconds(kTick).count()));
+      continue;
+    }
+    if (ready <= 0) continue;
+    if (wake_index >= 0 && fds[wake_index].revents) {
+      result.cancelled = true;
+      break;
+    }
+    if (out_index >= 0 && fds[out_index].revents && !drain(out_read.fd, result.out)) out_read.reset();
+    if (err_index >= 0 && fds[err_index].revents && !drain(err_read.fd, result.err)) err_read.reset();
+  }
+  if (!reaped) {
+    // Timed out or cancelled: the tool and everything in its process group go.
+    ::kill(-pid, SIGKILL);
+    ::kill(pid, SIGKILL);
+    reaped = reap(0);
+  } else if (out_read.fd >= 0 || err_read.fd >= 0) {
+    // The tool exited but something it started still holds its output open: that goes too.
+    ::kill(-pid, SIGKILL);
+  }
+  if (reaped) {
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+  }
+  if (started) started->store(0);
+  return finish();
+}
+
+BackgroundCommand::BackgroundCommand(double timeout_seconds) : timeout_(timeout_seconds) {
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+  thread_ = std::thread([this] { loop(); });
+}
+
+BackgroundCommand::~BackgroundCommand() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wanted_.notify_all();
+  if (wake_[1] >= 0) {
+    char byte = 1;
+    [[maybe_unused]] auto ignored = ::write(wake_[1], &byte, 1);
+  }
+  thread_.join();
+  for (int fd : wake_)
+    if (fd >= 0) ::close(fd);
+}
+
+bool BackgroundCommand::start(std::vector<std::string> argv) {
+  {
+    std::lock_guard lock(mutex_);
+    if (busy_ || stopping_) return false;
+    busy_ = true;
+    request_ = std::move(argv);
+  }
+  wanted_.notify_all();
+  return true;
+}
+
+bool BackgroundCommand::running() const {
+  std::lock_guard lock(mutex_);
+  return busy_;
+}
+
+std::optional<ChildResult> BackgroundCommand::take() {
+  std::lock_guard lock(mutex_);
+  std::optional<ChildResult> result = std::move(result_);
+  result_.reset();
+  return result;
+}
+
+void BackgroundCommand::loop() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wanted_.wait(lock, [this] { return stopping_ || request_.has_value(); });
+    if (stopping_) return;
+    std::vector<std::string> argv = std::move(*request_);
+    request_.reset();
+    lock.unlock();
+    ChildResult result = run_with_timeout(argv, timeout_, wake_[0], &pid_);
+    lock.lock();
+    result_ = std::move(result);
+    busy_ = false;
+  }
+}
+
+std::string find_program(std::string_view name) {
+  if (name.empty()) return {};
+  if (name.find('/') != std::string_view::npos) {
+    std::string path(name);
+    return executable_file(path) ? path : std::string();
+  }
+  const char* env = std::getenv("PATH");
+  std::string dirs = env && *env ? env : "/usr/bin:/bin";
+  dirs += ":/usr/local/sbin:/usr/sbin:/sbin";
+  std::string_view rest = dirs;
+  while (true) {
+    auto colon = rest.find(':');
+    std::string_view dir = rest.substr(0, colon);
+    if (!dir.empty()) {
+      std::string path = fmt::format("{}/{}", dir, name);
+      if (executable_file(path)) return path;
+    }
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return {};
+}
+
+std::vector<std::string> split_command_line(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (char c : text) {
+    if (quote) {
+      if (c == quote)
+        quote = 0;
+      else
+        word += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+}  // namespace fructosa::sensors
