@@ -22,6 +22,22 @@ namespace {
 
 namespace asio = boost::asio;
 
+// Makes every sensor `config` activates; a sensor's ConfigError (options it cannot work with,
+// found when it is made) is rethrown naming the file and section.
+template <class Use>
+void for_each_new_sensor(const AgentConfig& config, sensors::JobDirectory* jobs, Use use) {
+  for (const auto& sensor_config : config.sensors) {
+    sensors::SensorContext context{config.roots, sensor_config.options, jobs};
+    std::unique_ptr<sensors::Sensor> sensor;
+    try {
+      sensor = sensor_config.definition->make(context);
+    } catch (const ConfigError& error) {
+      throw ConfigError(fmt::format("{}: {}", sensor_config.where, error.what()));
+    }
+    use(sensor_config, std::move(sensor));
+  }
+}
+
 // How long a stopping agent waits for lmaster to acknowledge what it sent last.
 constexpr double kStopLingerSeconds = 3.0;
 // Threads that run sensor reads, so that one slow read never delays another sensor's timer.
@@ -92,7 +108,7 @@ class Agent {
 
   int run(const std::function<void()>& ready) {
     slot_.replace(make_sender(config_));
-    start_sensors();
+    start_sensors(make_sensors(config_));
     wait_for_signal();
     spdlog::info("lagent {} started as {} -> {} with {} sensor(s)", FRUCTOSA_VERSION, config_.host,
                  endpoint_of(config_), tasks_.size());
@@ -116,18 +132,32 @@ class Agent {
     return std::make_shared<Sender>(settings);
   }
 
-  void start_sensors() {
+  // Everything the configuration activates, made but not armed yet: a sensor that refuses its
+  // options (ConfigError) leaves whatever runs now untouched.
+  struct SensorSet {
+    std::shared_ptr<sensors::JobDirectory> jobs;
+    std::vector<std::shared_ptr<SensorTask>> tasks;
+  };
+
+  SensorSet make_sensors(const AgentConfig& config) {
+    SensorSet set;
+    set.jobs = std::make_shared<sensors::JobDirectory>(config.jobs, config.roots);
+    for_each_new_sensor(config, set.jobs.get(), [&](const SensorConfig& sensor_config, auto sensor) {
+      set.tasks.push_back(std::make_shared<SensorTask>(io_, sensor_config, set.jobs, std::move(sensor)));
+    });
+    return set;
+  }
+
+  void start_sensors(SensorSet set) {
     if (config_.sensors.empty()) spdlog::warn("{} activates no [sensor:Name] section: only heartbeats will be sent", config_path_);
-    jobs_ = std::make_shared<sensors::JobDirectory>(config_.jobs, config_.roots);
+    jobs_ = std::move(set.jobs);
     auto running = jobs_->snapshot();
     spdlog::info("job discovery: {} job(s) running [{}]; cgroup hierarchies: {}", running->jobs.size(),
                  running->involved_jobs, jobs_->describe());
-    for (const auto& sensor_config : config_.sensors) {
-      sensors::SensorContext context{config_.roots, sensor_config.options, jobs_.get()};
-      auto task = std::make_shared<SensorTask>(io_, sensor_config, jobs_, sensor_config.definition->make(context));
+    tasks_ = std::move(set.tasks);
+    for (auto& task : tasks_) {
       task->deadline = task->schedule.first(wall_clock_ns());
       arm(task);
-      tasks_.push_back(std::move(task));
     }
   }
 
@@ -233,6 +263,13 @@ class Agent {
       spdlog::error("SIGHUP: keeping the running configuration: {}", error.what());
       return;
     }
+    SensorSet fresh_sensors;
+    try {
+      fresh_sensors = make_sensors(fresh);
+    } catch (const ConfigError& error) {
+      spdlog::error("SIGHUP: keeping the running configuration: {}", error.what());
+      return;
+    }
     setup_logging(fresh.logging, foreground_, "lagent");
     if (endpoint_of(fresh) != endpoint_of(config_) || fresh.host != config_.host ||
         fresh.heartbeat_interval != config_.heartbeat_interval ||
@@ -245,7 +282,7 @@ class Agent {
     stop_sensors();
     sensors::AgentStats::instance().reset_sensors();
     config_ = std::move(fresh);
-    start_sensors();
+    start_sensors(std::move(fresh_sensors));
     spdlog::info("SIGHUP: configuration re-read from {}; {} sensor(s) re-armed", config_path_, tasks_.size());
   }
 
@@ -262,7 +299,11 @@ class Agent {
 
 }  // namespace
 
-void check_agent_config(const std::string& config_path) { load_agent_config(config_path); }
+void check_agent_config(const std::string& config_path) {
+  AgentConfig config = load_agent_config(config_path);
+  sensors::JobDirectory jobs(config.jobs, config.roots);
+  for_each_new_sensor(config, &jobs, [](const SensorConfig&, auto) {});
+}
 
 int run_agent(const std::string& config_path, bool foreground, const std::function<void()>& ready) {
   AgentConfig config = load_agent_config(config_path);

@@ -55,7 +55,8 @@ AgentConfig load_agent_config(const std::string& path) {
       if (!definition)
         throw ConfigError(fmt::format("{}: unknown sensor '{}' (`lagent sensors` lists them)", file.where(section), sensor));
       Options all = parse_section(sensors::section_options(*definition), file, &section);
-      SensorConfig entry{definition, parse_section(*definition->options, file, nullptr), all.get_real("time_interval")};
+      SensorConfig entry{definition, parse_section(*definition->options, file, nullptr), all.get_real("time_interval"),
+                         file.where(section)};
       // Keep only the sensor's own options (time_interval is the scheduler's business).
       for (const auto& spec : *definition->options) entry.options.set(spec.name, all.get(spec.name), all.is_set(spec.name));
       config.sensors.push_back(std::move(entry));
@@ -67,7 +68,7 @@ AgentConfig load_agent_config(const std::string& path) {
   // lagent's own health is always reported: every 10 s unless a [sensor:lagent] section says.
   if (!file.find("sensor:lagent")) {
     if (const auto* self = sensors::find_sensor("lagent"))
-      config.sensors.push_back({self, parse_section(*self->options, file, nullptr), 10.0});
+      config.sensors.push_back({self, parse_section(*self->options, file, nullptr), 10.0, path});
   }
   Options master = parse_section(master_link_options(), file, file.find("lmaster"));
   Options agent = parse_section(agent_options(), file, file.find("lagent"));

@@ -14,6 +14,7 @@ struct SensorConfig {
   const sensors::SensorDefinition* definition = nullptr;
   Options options;        // the sensor's own table (without time_interval)
   double interval = 1.0;  // seconds
+  std::string where;      // "lagent.conf:12: [sensor:Name]", for errors found later
 };
 
 struct AgentConfig {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <algorithm>
 
+#include "agent.h"
 #include "agent_config.h"
 #include "master_config.h"
 #include "config.h"
@@ -47,10 +48,11 @@ struct TempConfig {
   ~TempConfig() { std::filesystem::remove_all(dir); }
 };
 
+// What `lagent start` says about `text` (it also makes every sensor, which may refuse options).
 std::string agent_error_of(const std::string& text) {
   TempConfig config(text);
   try {
-    agent::load_agent_config(config.path);
+    agent::check_agent_config(config.path);
   } catch (const ConfigError& error) {
     std::string message = error.what();
     auto at = message.find(config.path);
@@ -149,6 +151,9 @@ TEST(AgentConfig, FrUCToSAKeysAndSensorSections) {
 TEST(AgentConfig, UnknownSensorAndSectionAreErrors) {
   EXPECT_EQ(agent_error_of("[lmaster]\nhost = a\n\n[sensor:CPUPrecent]\ntime_interval = 1\n"),
             "lagent.conf:4: [sensor:CPUPrecent]: unknown sensor 'CPUPrecent' (`lagent sensors` lists them)");
+  EXPECT_EQ(agent_error_of("[lmaster]\nhost = a\n\n[sensor:IPMIPower]\nmethod = command\n"),
+            "lagent.conf:4: [sensor:IPMIPower]: method = command needs the `command` option (the program line to run)");
+  EXPECT_EQ(agent_error_of("[sensor:PerfHW]\nevents = cpu_cycles, cycles_of_doom\n").rfind("lagent.conf:1: [sensor:PerfHW]: ", 0), 0u);
   EXPECT_EQ(agent_error_of("[lmastre]\nhost = a\n"),
             "lagent.conf:1: [lmastre]: unknown section (known: [lmaster], [lagent], [logging], [jobs], [sensor:Name])");
   EXPECT_EQ(agent_error_of("[sensor:CPUTimes]\ntime_interval = -1\n"),
