@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <algorithm>
 
@@ -12,6 +13,7 @@
 #include "master_config.h"
 #include "config.h"
 #include "logging.h"
+#include "sensor.h"
 
 using namespace fructosa;
 
@@ -236,3 +238,42 @@ TEST(MasterConfig, PathsAreRelativeToTheFileInEverySection) {
   EXPECT_TRUE(master.outputs[1].options.is_set("ca_file"));
   EXPECT_EQ(master.outputs[1].options.get_text("api_key"), "");  // other texts are untouched
 }
+
+namespace {
+
+// lagent.conf shows every sensor: active as [sensor:Name], or as a commented-out block
+// "#[sensor:Name]" whose "#key = value" lines are that sensor's options. Uncommenting every
+// block gives a configuration that `lagent start` accepts.
+TEST(SampleConfigs, TheAgentSampleShowsEverySensorAndItsBlocksWorkUncommented) {
+  std::ifstream file(FRUCTOSA_SOURCE_DIR "/etc/fructosa/lagent.conf");
+  std::string uncommented, line, block;
+  std::set<std::string> shown;
+  while (std::getline(file, line)) {
+    if (line.rfind("[sensor:", 0) == 0 || line.rfind("#[sensor:", 0) == 0) {
+      auto open = line.find('[');
+      std::string name = line.substr(open + 8, line.find(']') - open - 8);
+      shown.insert(name);
+      block = line[0] == '#' ? name : "";
+      if (!block.empty()) line.erase(0, 1);
+    } else if (line.empty() || line[0] == '[') {
+      block.clear();
+    } else if (!block.empty() && line.size() > 1 && line[0] == '#' && line[1] != ' ') {
+      std::string key = line.substr(1, line.find('=') - 1);
+      key.erase(key.find_last_not_of(' ') + 1);
+      const auto* sensor = sensors::find_sensor(block);
+      ASSERT_NE(sensor, nullptr) << block;
+      auto options = sensors::section_options(*sensor);
+      EXPECT_TRUE(std::any_of(options.begin(), options.end(), [&](const auto& spec) { return spec.name == key; }))
+          << "#[sensor:" << block << "] shows '" << key << "', which is not one of its options";
+      line.erase(0, 1);
+    }
+    uncommented += line + "\n";
+  }
+  for (const auto* sensor : sensors::all_sensors())
+    if (sensor->name != "lagent") EXPECT_TRUE(shown.count(sensor->name)) << sensor->name << " is not in lagent.conf";
+  TempConfig config(uncommented);
+  EXPECT_NO_THROW(agent::check_agent_config(config.path));
+  EXPECT_EQ(agent::load_agent_config(config.path).sensors.size(), sensors::all_sensors().size());
+}
+
+}  // namespace
