@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -101,31 +102,32 @@ std::string ChildResult::failure(std::string_view name, double timeout_seconds) 
   return {};
 }
 
-ChildResult run_with_timeout(const std::vector<std::string>& argv, double timeout_seconds, int wake_fd,
-                             std::atomic<pid_t>* started) {
-  ChildResult result;
-  result.argv = argv;
-  const auto begin = Clock::now();
-  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
-  auto finish = [&] {
-    result.finished = Clock::now();
-    result.seconds = std::chrono::duration<double>(result.finished - begin).count();
-    return std::move(result);
-  };
+namespace {
+
+// One run of run_children: the read ends of its pipes and its pidfd.
+struct Child {
+  Fd out, err, pidfd;
+  int status = 0;
+  bool status_known = false;  // false: reaped by someone else (ECHILD), or not yet
+  bool done = false;          // did not start, or reaped, or given up on
+};
+
+// Starts result.argv as described in child_process.h; sets result.pid, or result.spawn_error.
+void spawn(ChildResult& result, Child& child) {
+  const auto& argv = result.argv;
   if (argv.empty()) {
     result.spawn_error = EINVAL;
-    return finish();
+    return;
   }
-
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
     result.spawn_error = errno;
-    return finish();
+    return;
   }
   Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     result.spawn_error = errno;
-    return finish();
+    return;
   }
   Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
 
@@ -157,80 +159,154 @@ ChildResult run_with_timeout(const std::vector<std::string>& argv, double timeou
   int error = ::posix_spawn(&pid, argv.front().c_str(), &actions, &attributes, args.data(), environ);
   ::posix_spawn_file_actions_destroy(&actions);
   ::posix_spawnattr_destroy(&attributes);
-  out_write.reset();
-  err_write.reset();
   if (error != 0) {
     result.spawn_error = error;
-    return finish();
+    return;
   }
   result.pid = pid;
-  if (started) started->store(pid);
   ::fcntl(out_read.fd, F_SETFL, O_NONBLOCK);
   ::fcntl(err_read.fd, F_SETFL, O_NONBLOCK);
-  Fd pidfd(open_pidfd(pid));
+  std::swap(child.out.fd, out_read.fd);
+  std::swap(child.err.fd, err_read.fd);
+  child.pidfd.fd = open_pidfd(pid);
+}
 
-  int status = 0;
-  bool reaped = false;
-  auto reap = [&](int flags) {
-    while (true) {
-      pid_t got = ::waitpid(pid, &status, flags);
-      if (got == pid) return true;
-      if (got < 0 && errno == EINTR) continue;
-      return false;
-    }
-  };
+// waitpid(flags) for the child; true once it is reaped (or someone else reaped it: ECHILD).
+bool reap(pid_t pid, Child& child, int flags) {
   while (true) {
-    if (!reaped) reaped = reap(WNOHANG);
-    if (reaped) {
-      // What the tool wrote before it exited is in the pipes now; a process it left behind
-      // that still holds them is not waited for.
-      if (out_read.fd >= 0 && !drain(out_read.fd, result.out)) out_read.reset();
-      if (err_read.fd >= 0 && !drain(err_read.fd, result.err)) err_read.reset();
-      break;
+    pid_t got = ::waitpid(pid, &child.status, flags);
+    if (got == pid) {
+      child.status_known = true;
+      return true;
     }
+    if (got < 0 && errno == EINTR) continue;
+    return got < 0 && errno == ECHILD;
+  }
+}
+
+void settle(ChildResult& result, Child& child, Clock::time_point begin) {
+  if (child.status_known) {
+    if (WIFEXITED(child.status)) result.exit_code = WEXITSTATUS(child.status);
+    if (WIFSIGNALED(child.status)) result.signal = WTERMSIG(child.status);
+  }
+  child.out.reset();
+  child.err.reset();
+  child.pidfd.reset();
+  child.done = true;
+  result.finished = Clock::now();
+  result.seconds = std::chrono::duration<double>(result.finished - begin).count();
+}
+
+// run_in_parallel and run_with_timeout: `stragglers` null means "wait for the killed ones".
+std::vector<ChildResult> run_children(const std::vector<std::vector<std::string>>& argvs, double timeout_seconds,
+                                      int wake_fd, Stragglers* stragglers, std::atomic<pid_t>* started) {
+  if (stragglers) stragglers->reap();
+  const auto begin = Clock::now();
+  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
+  std::vector<ChildResult> results(argvs.size());
+  std::vector<Child> children(argvs.size());
+  for (std::size_t i = 0; i < argvs.size(); ++i) {
+    results[i].argv = argvs[i];
+    spawn(results[i], children[i]);
+    if (results[i].pid == 0)
+      settle(results[i], children[i], begin);
+    else if (started)
+      started->store(results[i].pid);
+  }
+
+  std::vector<pollfd> fds;
+  std::vector<std::pair<std::size_t, Fd*>> pipes;  // fds[k] for k < pipes.size(): whose pipe
+  while (true) {
+    bool running = false;
+    bool without_pidfd = false;
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      Child& child = children[i];
+      if (child.done) continue;
+      if (reap(results[i].pid, child, WNOHANG)) {
+        // What the tool wrote before it exited is in the pipes now; a process it left behind
+        // that still holds them is not waited for but killed.
+        if (child.out.fd >= 0 && !drain(child.out.fd, results[i].out)) child.out.reset();
+        if (child.err.fd >= 0 && !drain(child.err.fd, results[i].err)) child.err.reset();
+        if (child.out.fd >= 0 || child.err.fd >= 0) ::kill(-results[i].pid, SIGKILL);
+        settle(results[i], child, begin);
+        continue;
+      }
+      running = true;
+      without_pidfd = without_pidfd || child.pidfd.fd < 0;
+    }
+    if (!running) break;
     auto now = Clock::now();
     if (now >= deadline) {
-      result.timed_out = true;
+      for (std::size_t i = 0; i < children.size(); ++i) results[i].timed_out = !children[i].done;
       break;
     }
-    pollfd fds[4];
-    int count = 0;
-    int out_index = -1, err_index = -1, wake_index = -1;
-    if (out_read.fd >= 0) fds[out_index = count++] = {out_read.fd, POLLIN, 0};
-    if (err_read.fd >= 0) fds[err_index = count++] = {err_read.fd, POLLIN, 0};
-    if (wake_fd >= 0) fds[wake_index = count++] = {wake_fd, POLLIN, 0};
-    if (pidfd.fd >= 0) fds[count++] = {pidfd.fd, POLLIN, 0};
+    fds.clear();
+    pipes.clear();
+    for (std::size_t i = 0; i < children.size(); ++i) {
+      if (children[i].done) continue;
+      for (Fd* pipe : {&children[i].out, &children[i].err})
+        if (pipe->fd >= 0) {
+          fds.push_back({pipe->fd, POLLIN, 0});
+          pipes.emplace_back(i, pipe);
+        }
+    }
+    for (const auto& child : children)
+      if (!child.done && child.pidfd.fd >= 0) fds.push_back({child.pidfd.fd, POLLIN, 0});
+    const std::size_t wake_index = fds.size();
+    if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) + std::chrono::milliseconds(1);
-    if (pidfd.fd < 0) left = std::min<std::chrono::milliseconds>(left, kTick);
-    int ready = ::poll(fds, static_cast<nfds_t>(count), static_cast<int>(left.count()));
+    if (without_pidfd) left = std::min<std::chrono::milliseconds>(left, kTick);
+    int ready = ::poll(fds.data(), static_cast<nfds_t>(fds.size()), static_cast<int>(left.count()));
     if (ready < 0 && errno != EINTR) {
       // Cannot wait properly: fall back to short sleeps.
       ::usleep(static_cast<useconds_t>(std::chrono::microseconds(kTick).count()));
       continue;
     }
     if (ready <= 0) continue;
-    if (wake_index >= 0 && fds[wake_index].revents) {
-      result.cancelled = true;
+    if (wake_fd >= 0 && fds[wake_index].revents) {
+      for (std::size_t i = 0; i < children.size(); ++i) results[i].cancelled = !children[i].done;
       break;
     }
-    if (out_index >= 0 && fds[out_index].revents && !drain(out_read.fd, result.out)) out_read.reset();
-    if (err_index >= 0 && fds[err_index].revents && !drain(err_read.fd, result.err)) err_read.reset();
+    for (std::size_t k = 0; k < pipes.size(); ++k) {
+      auto [i, pipe] = pipes[k];
+      if (fds[k].revents && !drain(pipe->fd, pipe == &children[i].out ? results[i].out : results[i].err))
+        pipe->reset();
+    }
   }
-  if (!reaped) {
-    // Timed out or cancelled: the tool and everything in its process group go.
+  // Timed out or cancelled: the tool and everything in its process group go.
+  for (std::size_t i = 0; i < children.size(); ++i) {
+    Child& child = children[i];
+    if (child.done) continue;
+    pid_t pid = results[i].pid;
     ::kill(-pid, SIGKILL);
     ::kill(pid, SIGKILL);
-    reaped = reap(0);
-  } else if (out_read.fd >= 0 || err_read.fd >= 0) {
-    // The tool exited but something it started still holds its output open: that goes too.
-    ::kill(-pid, SIGKILL);
-  }
-  if (reaped) {
-    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+    if (!reap(pid, child, stragglers ? WNOHANG : 0) && stragglers) stragglers->add(pid);
+    settle(results[i], child, begin);
   }
   if (started) started->store(0);
-  return finish();
+  return results;
+}
+
+}  // namespace
+
+void Stragglers::reap() {
+  std::erase_if(pids_, [](pid_t pid) {
+    while (true) {
+      pid_t got = ::waitpid(pid, nullptr, WNOHANG);
+      if (got < 0 && errno == EINTR) continue;
+      return got == pid || (got < 0 && errno == ECHILD);
+    }
+  });
+}
+
+std::vector<ChildResult> run_in_parallel(const std::vector<std::vector<std::string>>& argvs,
+                                         double timeout_seconds, Stragglers& stragglers, int wake_fd) {
+  return run_children(argvs, timeout_seconds, wake_fd, &stragglers, nullptr);
+}
+
+ChildResult run_with_timeout(const std::vector<std::string>& argv, double timeout_seconds, int wake_fd,
+                             std::atomic<pid_t>* started) {
+  return std::move(run_children({argv}, timeout_seconds, wake_fd, nullptr, started).front());
 }
 
 BackgroundCommand::BackgroundCommand(double timeout_seconds) : timeout_(timeout_seconds) {

@@ -1,14 +1,24 @@
-// Running an external tool for a sensor (IPMIPower) without ever making the sensor wait for it.
+// Running external tools for sensors without ever making a sensor wait for them past a
+// deadline: IPMIPower (one FreeIPMI tool per reading, off the timer thread) and InfiniBand
+// (perfquery = true: one perfquery per port, all at once).
+//
+// run_in_parallel() starts several commands at once and waits for them under one deadline;
+// run_with_timeout() is its one-command case. When the deadline passes, the whole process group
+// a tool leads (the tool and whatever it started) is killed with SIGKILL, so a hung tool costs
+// a process for at most `timeout` seconds. A killed tool is then reaped: waited for by
+// run_with_timeout (its caller is a thread of its own), or, given a Stragglers list, reaped
+// without waiting and handed to the list when it has not died yet (stuck in the kernel: a
+// SIGKILL only ends it once the system call it is in returns), which reaps it in a later round.
 //
 // BackgroundCommand owns one thread that runs one command at a time: start() hands it a
 // command line and returns at once; take() hands back the result of the run that finished
-// last. A run has a deadline: when it passes, the whole process group the tool leads (the tool
-// and whatever it started) is killed with SIGKILL and reaped, so a hung BMC tool costs a
-// process for at most `timeout` seconds and never a thread of the agent's pool.
+// last; destroying it kills the run in flight. A hung BMC tool so never holds a thread of the
+// agent's pool.
 //
-// The tool is started with posix_spawn (no shell: give /bin/sh -c yourself where a shell is
-// wanted), in its own process group, with stdin from /dev/null, stdout and stderr captured,
-// signal mask and dispositions reset, and no descriptor of the agent besides 0, 1, 2.
+// A tool is started with posix_spawn (argv[0] a path, no PATH search: resolve it with
+// find_program; no shell: give /bin/sh -c yourself where a shell is wanted), in its own process
+// group, with stdin from /dev/null, stdout and stderr captured apart, signal mask and
+// dispositions reset, and no descriptor of the agent besides 0, 1, 2.
 #pragma once
 
 #include <sys/types.h>
@@ -31,7 +41,7 @@ struct ChildResult {
   int spawn_error = 0;         // errno of posix_spawn (ENOENT, EACCES, ...) when it did not start
   bool timed_out = false;      // killed at the deadline
   bool cancelled = false;      // killed because its owner went away
-  int exit_code = -1;          // when it exited by itself
+  int exit_code = -1;          // when it exited by itself (-1: not known)
   int signal = 0;              // the signal that ended it (SIGKILL after a timeout)
   std::string out;             // stdout, up to kMaxOutput bytes
   std::string err;             // stderr, up to kMaxOutput bytes
@@ -46,7 +56,35 @@ struct ChildResult {
   std::string failure(std::string_view name, double timeout_seconds) const;
 };
 
-// Runs argv (argv[0] a path; no PATH search) with a deadline. `wake_fd` (-1: none) is polled
+// Children killed at a deadline that had not died yet. reap() collects those that have, without
+// waiting; the destructor does the same once more (what is still stuck then stays a zombie of
+// the agent until it exits). Used by one caller at a time.
+class Stragglers {
+ public:
+  Stragglers() = default;
+  ~Stragglers() { reap(); }
+  Stragglers(const Stragglers&) = delete;
+  Stragglers& operator=(const Stragglers&) = delete;
+
+  void add(pid_t pid) { pids_.push_back(pid); }
+  void reap();
+  std::size_t size() const { return pids_.size(); }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// Starts every argv (argv[0] a path; no PATH search) at once and waits for all of them under
+// one deadline, `timeout_seconds` from now; the results are in the order of `argvs`. A run
+// still going at the deadline is killed (timed_out); one whose tool exited but left something
+// holding its output open has that process group killed and keeps what the tool wrote. The
+// killed ones are reaped without waiting: those not dead yet go to `stragglers` (exit_code -1,
+// signal 0), whose earlier ones are reaped first. `wake_fd` (-1: none) readable means "give up
+// now": the runs still going are killed and marked cancelled.
+std::vector<ChildResult> run_in_parallel(const std::vector<std::vector<std::string>>& argvs,
+                                         double timeout_seconds, Stragglers& stragglers, int wake_fd = -1);
+
+// Runs argv (argv[0] a path; no PATH search) with a deadline; a killed run is waited for. `wake_fd` (-1: none) is polled
 // too: readable means "give up now" (the run is killed and marked cancelled). `started` gets
 // the pid as soon as the child exists.
 ChildResult run_with_timeout(const std::vector<std::string>& argv, double timeout_seconds, int wake_fd = -1,

@@ -22,9 +22,11 @@
 // by perfquery -R goes backwards, which a rate in the dashboard shows as a reset).
 //
 // perfquery = true runs `<perfquery_command> -x -C <device> -P <port>` for every port each
-// round, all at once, with one deadline (perfquery_timeout seconds) for the lot: a perfquery
-// still running then is killed with its process group (SIGKILL; reaped later if it is stuck
-// in the kernel), so the sensor never waits longer than that. Its extended counters
+// round, all at once, with one deadline (perfquery_timeout seconds) for the lot
+// (run_in_parallel of child_process.h): a perfquery still running then is killed with its
+// process group (SIGKILL; reaped in a later round if it is stuck in the kernel), so the sensor
+// never waits longer than that. perfquery_command is looked up in PATH, then /usr/local/sbin,
+// /usr/sbin, /sbin, once a round (unless it contains a '/'). Its extended counters
 // (PortXmitData, PortRcvData x4, PortXmitPkts, ..., and the error counters when it prints
 // them) replace the sysfs values of the same counters; when it fails or times out for a port,
 // that port keeps its sysfs values and a warning is logged (once per failure streak).
@@ -33,31 +35,22 @@
 //
 // Devices and ports are looked for at the first reading, when <sys>/class/infiniband changes,
 // and every `rescan_interval` seconds; the attribute files stay open.
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <spdlog/spdlog.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "child_process.h"
 #include "glob_match.h"
 #include "hwmon.h"
 #include "sensor.h"
 #include "sysfs_tree.h"
-
-extern char** environ;
 
 namespace fructosa::sensors {
 namespace {
@@ -91,7 +84,8 @@ const OptionTable kOptions{
     {.name = "perfquery_command",
      .type = OptionType::text,
      .default_value = "perfquery",
-     .help = "the perfquery program (looked up in PATH unless it contains a '/')"},
+     .help = "the perfquery program (looked up in PATH, then /usr/local/sbin, /usr/sbin, /sbin, "
+             "unless it contains a '/')"},
     {.name = "perfquery_timeout",
      .type = OptionType::real,
      .default_value = "2",
@@ -204,16 +198,6 @@ struct Port {
   bool perfquery_failing = false;
 };
 
-// One perfquery run: its pid and what it wrote to stdout and stderr.
-struct Run {
-  pid_t pid = -1;
-  int fd = -1;
-  std::string output;
-  bool eof = false;
-  int status = -1;  // waitpid status once reaped
-  bool reaped = false;
-};
-
 std::optional<std::uint64_t> read_counter(std::optional<SysfsAttribute>& file) {
   if (!file) return std::nullopt;
   auto text = file->read();
@@ -249,10 +233,6 @@ class InfiniBandSensor final : public Sensor {
         perfquery_(context.options.get_bool("perfquery")),
         perfquery_command_(context.options.get_text("perfquery_command")),
         perfquery_timeout_(context.options.get_real("perfquery_timeout")) {}
-
-  ~InfiniBandSensor() override {
-    for (pid_t pid : stuck_) ::waitpid(pid, nullptr, WNOHANG);
-  }
 
   bool sample(SampleWriter& out) override {
     if (rescan_.due()) scan();
@@ -364,78 +344,34 @@ class InfiniBandSensor final : public Sensor {
       why_empty_ = fmt::format("no device under {} has a ports/ directory", class_dir_);
   }
 
-  // Starts one perfquery per port, waits for all of them up to the deadline, parses what they
-  // printed. Ports whose run fails keep an empty map (sysfs values).
+  // Runs one perfquery per port, all under one deadline, and parses what they printed. Ports
+  // whose run fails keep an empty map (sysfs values).
   void run_perfquery(std::vector<std::map<std::string, std::uint64_t>>& queried) {
-    reap_stuck();
-    using Clock = std::chrono::steady_clock;
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(perfquery_timeout_));
-    std::vector<Run> runs(ports_.size());
+    std::string program = perfquery_command_.find('/') != std::string::npos ? perfquery_command_
+                                                                            : find_program(perfquery_command_);
     std::vector<std::string> errors(ports_.size());
-    for (std::size_t i = 0; i < ports_.size(); ++i) errors[i] = start(ports_[i], runs[i]);
-
-    // Read every pipe until EOF or the deadline.
-    std::vector<pollfd> fds;
-    std::vector<std::size_t> which;
-    char chunk[4096];
-    for (;;) {
-      fds.clear();
-      which.clear();
-      for (std::size_t i = 0; i < runs.size(); ++i)
-        if (runs[i].fd >= 0 && !runs[i].eof) {
-          fds.push_back(pollfd{runs[i].fd, POLLIN, 0});
-          which.push_back(i);
-        }
-      if (fds.empty()) break;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) break;
-      int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left.count()) + 1);
-      if (ready < 0 && errno != EINTR) break;
-      for (std::size_t k = 0; ready > 0 && k < fds.size(); ++k) {
-        if (!fds[k].revents) continue;
-        Run& run = runs[which[k]];
-        ssize_t got = ::read(run.fd, chunk, sizeof chunk);
-        if (got > 0 && run.output.size() < (1u << 20))
-          run.output.append(chunk, static_cast<std::size_t>(got));
-        else if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN))
-          run.eof = true;
-      }
-    }
-    // Collect the exit statuses: a run that closed its output exits at once; give it until the
-    // deadline, then kill whatever is left.
-    for (;;) {
-      bool waiting = false;
-      for (auto& run : runs)
-        if (run.pid > 0 && !run.reaped) {
-          pid_t done = ::waitpid(run.pid, &run.status, WNOHANG);
-          if (done == run.pid || (done < 0 && errno == ECHILD))
-            run.reaped = true;
-          else if (run.eof)
-            waiting = true;  // closed its output, exiting now; the others are killed below
-        }
-      if (!waiting || Clock::now() >= deadline) break;
-      timespec pause{0, 2'000'000};
-      ::nanosleep(&pause, nullptr);
+    std::vector<ChildResult> runs;
+    if (program.empty()) {
+      for (auto& error : errors)
+        error = fmt::format("cannot run {}: {}", perfquery_command_, sysfs::errno_text(ENOENT));
+    } else {
+      std::vector<std::vector<std::string>> argvs;
+      argvs.reserve(ports_.size());
+      for (const Port& port : ports_) argvs.push_back({program, "-x", "-C", port.device, "-P", port.port});
+      runs = run_in_parallel(argvs, perfquery_timeout_, stragglers_);
     }
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      Run& run = runs[i];
-      if (run.fd >= 0) ::close(run.fd);
-      if (run.pid > 0 && !run.reaped) {
-        ::kill(-run.pid, SIGKILL);
-        if (::waitpid(run.pid, &run.status, WNOHANG) != run.pid) stuck_.push_back(run.pid);
-        if (errors[i].empty())
-          errors[i] = fmt::format("timed out after {} s", perfquery_timeout_);
-        continue;
-      }
-      if (run.pid <= 0) continue;
-      if (errors[i].empty() && run.status != -1 &&
-          !(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0))
-        errors[i] = WIFEXITED(run.status) ? fmt::format("exit status {}", WEXITSTATUS(run.status))
-                                          : fmt::format("killed by signal {}", WTERMSIG(run.status));
+      const ChildResult& run = runs[i];
+      if (run.spawn_error != 0)
+        errors[i] = fmt::format("cannot run {}: {}", perfquery_command_, sysfs::errno_text(run.spawn_error));
+      else if (run.timed_out)
+        errors[i] = fmt::format("timed out after {} s", perfquery_timeout_);
+      else if (run.signal != 0)
+        errors[i] = fmt::format("killed by signal {}", run.signal);
+      else if (run.exit_code > 0)  // -1: reaped by someone else, status unknown: its output decides
+        errors[i] = fmt::format("exit status {}", run.exit_code);
       if (errors[i].empty()) {
-        queried[i] = parse_perfquery(run.output);
+        queried[i] = parse_perfquery(run.out);
         if (queried[i].empty()) errors[i] = "no counters in its output";
       }
     }
@@ -443,7 +379,8 @@ class InfiniBandSensor final : public Sensor {
       Port& port = ports_[i];
       bool failing = !errors[i].empty();
       if (failing && !port.perfquery_failing) {
-        std::string_view tail = strip(runs[i].output);
+        std::string_view tail = i < runs.size() ? strip(runs[i].err) : std::string_view{};
+        if (tail.empty() && i < runs.size()) tail = strip(runs[i].out);
         if (tail.size() > 200) tail = tail.substr(tail.size() - 200);
         spdlog::warn("InfiniBand: `{} -x -C {} -P {}`: {}{}{}; reading sysfs counters instead",
                      perfquery_command_, port.device, port.port, errors[i],
@@ -454,51 +391,6 @@ class InfiniBandSensor final : public Sensor {
     }
   }
 
-  // Spawns perfquery for `port` with stdout and stderr on a pipe; "" or why it could not.
-  std::string start(const Port& port, Run& run) {
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return fmt::format("pipe: {}", sysfs::errno_text(errno));
-    posix_spawn_file_actions_t actions;
-    ::posix_spawn_file_actions_init(&actions);
-    ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-    ::posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
-    posix_spawnattr_t attributes;
-    ::posix_spawnattr_init(&attributes);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    ::posix_spawnattr_setsigmask(&attributes, &none);
-    ::posix_spawnattr_setsigdefault(&attributes, &all);
-    ::posix_spawnattr_setpgroup(&attributes, 0);  // its own group: a timeout kills what it started too
-    ::posix_spawnattr_setflags(&attributes,
-                               POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    std::vector<std::string> words{perfquery_command_, "-x", "-C", port.device, "-P", port.port};
-    std::vector<char*> argv;
-    for (auto& word : words) argv.push_back(word.data());
-    argv.push_back(nullptr);
-    int error = ::posix_spawnp(&run.pid, perfquery_command_.c_str(), &actions, &attributes,
-                               argv.data(), environ);
-    ::posix_spawn_file_actions_destroy(&actions);
-    ::posix_spawnattr_destroy(&attributes);
-    ::close(pipe_fds[1]);
-    if (error != 0) {
-      ::close(pipe_fds[0]);
-      run.pid = -1;
-      return fmt::format("cannot run {}: {}", perfquery_command_, sysfs::errno_text(error));
-    }
-    run.fd = pipe_fds[0];
-    return {};
-  }
-
-  // Reaps the runs killed in earlier rounds that had not exited yet (stuck in the kernel).
-  void reap_stuck() {
-    std::erase_if(stuck_, [](pid_t pid) {
-      pid_t done = ::waitpid(pid, nullptr, WNOHANG);
-      return done == pid || (done < 0 && errno == ECHILD);
-    });
-  }
-
   std::string class_dir_;
   Rescan rescan_;
   NameFilter filter_;
@@ -507,7 +399,7 @@ class InfiniBandSensor final : public Sensor {
   std::string perfquery_command_;
   double perfquery_timeout_;
   std::vector<Port> ports_;
-  std::vector<pid_t> stuck_;
+  Stragglers stragglers_;  // perfquery runs killed at a deadline that had not died yet
   std::string why_empty_;
   std::string key_;
 };

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -574,6 +575,38 @@ TEST(ChildProcess, RunCapturesOutputStatusAndSpawnErrors) {
   EXPECT_EQ(pgid, pid);
   while (std::getline(lines, fd)) fds += fd + " ";
   EXPECT_EQ(fds, "0 1 2 ") << setup.out;
+}
+
+TEST(ChildProcess, ParallelRunsShareOneDeadline) {
+  Stragglers stragglers;
+  auto results = run_in_parallel({{"/bin/sh", "-c", "echo a; echo b >&2"},
+                                  {"/bin/sh", "-c", "exit 3"},
+                                  {"/bin/sh", "-c", "echo started; sleep 600 & exec sleep 601"},
+                                  {"/nonexistent/tool"},
+                                  {"/bin/sh", "-c", "echo left; sleep 602 &"}},
+                                 1.0, stragglers);
+  ASSERT_EQ(results.size(), 5u);
+  EXPECT_TRUE(results[0].succeeded());
+  EXPECT_EQ(results[0].out, "a\n");
+  EXPECT_EQ(results[0].err, "b\n");
+  EXPECT_EQ(results[1].exit_code, 3);
+  EXPECT_FALSE(results[1].timed_out);
+  // The hung one is killed at the deadline, with what it printed kept.
+  EXPECT_TRUE(results[2].timed_out);
+  EXPECT_EQ(results[2].out, "started\n");
+  EXPECT_EQ(results[2].failure("sh", 1.0).find("sh did not finish within 1 s: killed"), 0u) << results[2].failure("sh", 1.0);
+  EXPECT_NE(results[3].spawn_error == ENOENT, results[3].exit_code == 127);  // 127: fork+exec spawn
+  // Exited, leaving a process that holds its output: done, not timed out.
+  EXPECT_TRUE(results[4].succeeded()) << results[4].failure("sh", 1.0);
+  EXPECT_EQ(results[4].out, "left\n");
+  // A killed run not dead yet is reaped later, without waiting.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (stragglers.size() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+    stragglers.reap();
+  }
+  EXPECT_EQ(stragglers.size(), 0u);
+  EXPECT_EQ(::waitpid(results[2].pid, nullptr, WNOHANG), -1);  // reaped already (ECHILD)
 }
 
 }  // namespace
