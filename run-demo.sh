@@ -26,6 +26,9 @@ cat > data/lagent.conf <<'CONF'
 [lmaster]
 host = 127.0.0.1
 incoming data port = 7888
+[lagent]
+# batches lmaster has not acknowledged yet: data/lagent-spool (relative to this file)
+spool_dir = lagent-spool
 [sensor:CPUPercent]
 time_interval = 1
 [sensor:VirtualMemory]

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
@@ -24,18 +25,23 @@ namespace asio = boost::asio;
 
 // Makes every sensor `config` activates; a sensor's ConfigError (options it cannot work with,
 // found when it is made) is rethrown naming the file and section.
+std::unique_ptr<sensors::Sensor> make_sensor(const AgentConfig& config, const SensorConfig& sensor_config,
+                                             sensors::JobDirectory* jobs) {
+  sensors::SensorContext context{config.roots, sensor_config.options, jobs};
+  try {
+    return sensor_config.definition->make(context);
+  } catch (const ConfigError& error) {
+    throw ConfigError(fmt::format("{}: {}", sensor_config.where, error.what()));
+  }
+}
+
 template <class Use>
 void for_each_new_sensor(const AgentConfig& config, sensors::JobDirectory* jobs, Use use) {
-  for (const auto& sensor_config : config.sensors) {
-    sensors::SensorContext context{config.roots, sensor_config.options, jobs};
-    std::unique_ptr<sensors::Sensor> sensor;
-    try {
-      sensor = sensor_config.definition->make(context);
-    } catch (const ConfigError& error) {
-      throw ConfigError(fmt::format("{}: {}", sensor_config.where, error.what()));
-    }
-    use(sensor_config, std::move(sensor));
-  }
+  for (const auto& sensor_config : config.sensors) use(sensor_config, make_sensor(config, sensor_config, jobs));
+}
+
+bool same_reading(const SensorConfig& a, const SensorConfig& b) {
+  return a.definition == b.definition && a.options == b.options && a.interval == b.interval;
 }
 
 // How long a stopping agent waits for lmaster to acknowledge what it sent last.
@@ -80,12 +86,14 @@ struct SensorTask {
   SensorTask(asio::io_context& io, const SensorConfig& config, std::shared_ptr<sensors::JobDirectory> jobs_in,
              std::unique_ptr<sensors::Sensor> sensor_in)
       : definition(config.definition),
+        config(config),
         jobs(std::move(jobs_in)),
         sensor(std::move(sensor_in)),
         schedule(static_cast<std::int64_t>(config.interval * 1e9)),
         timer(io) {}
 
   const sensors::SensorDefinition* definition;
+  SensorConfig config;  // what it was made from: a reload keeps it running when unchanged
   // Before `sensor`, which may point into it: a reload replaces the agent's directory while a
   // reading of the old sensor may still be running.
   std::shared_ptr<sensors::JobDirectory> jobs;
@@ -128,7 +136,12 @@ class Agent {
     settings.endpoint = endpoint_of(config);
     settings.host = config.host;
     settings.heartbeat_interval = config.heartbeat_interval;
+    settings.curve_server_key = config.curve_server_key;
+    settings.curve_public_key = config.curve_public_key;
+    settings.curve_secret_key = config.curve_secret_key;
     settings.max_unacked_batches = config.max_unacked_batches;
+    settings.spool_dir = config.spool_dir;
+    settings.spool_max_bytes = config.spool_max_bytes;
     return std::make_shared<Sender>(settings);
   }
 
@@ -148,6 +161,28 @@ class Agent {
     return set;
   }
 
+  // For a reload: the running tasks whose section did not change are kept (their timers run on,
+  // so they lose no reading); the others are made anew. Changed roots or [jobs] remake all.
+  SensorSet remake_sensors(const AgentConfig& fresh) {
+    bool same_base = fresh.jobs == config_.jobs && fresh.roots.proc == config_.roots.proc &&
+                     fresh.roots.sys == config_.roots.sys;
+    SensorSet set;
+    set.jobs = same_base ? jobs_ : std::make_shared<sensors::JobDirectory>(fresh.jobs, fresh.roots);
+    for (const auto& sensor_config : fresh.sensors) {
+      auto kept = std::find_if(tasks_.begin(), tasks_.end(), [&](const auto& task) {
+        return same_base && same_reading(task->config, sensor_config) &&
+               std::find(set.tasks.begin(), set.tasks.end(), task) == set.tasks.end();
+      });
+      if (kept != tasks_.end()) {
+        set.tasks.push_back(*kept);
+      } else {
+        set.tasks.push_back(std::make_shared<SensorTask>(io_, sensor_config, set.jobs,
+                                                         make_sensor(fresh, sensor_config, set.jobs.get())));
+      }
+    }
+    return set;
+  }
+
   void start_sensors(SensorSet set) {
     if (config_.sensors.empty()) spdlog::warn("{} activates no [sensor:Name] section: only heartbeats will be sent", config_path_);
     jobs_ = std::move(set.jobs);
@@ -156,6 +191,7 @@ class Agent {
                  running->involved_jobs, jobs_->describe());
     tasks_ = std::move(set.tasks);
     for (auto& task : tasks_) {
+      if (task->deadline != 0) continue;  // kept by a reload: already armed
       task->deadline = task->schedule.first(wall_clock_ns());
       arm(task);
     }
@@ -265,7 +301,7 @@ class Agent {
     }
     SensorSet fresh_sensors;
     try {
-      fresh_sensors = make_sensors(fresh);
+      fresh_sensors = remake_sensors(fresh);
     } catch (const ConfigError& error) {
       spdlog::error("SIGHUP: keeping the running configuration: {}", error.what());
       return;
@@ -273,17 +309,29 @@ class Agent {
     setup_logging(fresh.logging, foreground_, "lagent");
     if (endpoint_of(fresh) != endpoint_of(config_) || fresh.host != config_.host ||
         fresh.heartbeat_interval != config_.heartbeat_interval ||
-        fresh.max_unacked_batches != config_.max_unacked_batches) {
+        fresh.max_unacked_batches != config_.max_unacked_batches || fresh.spool_dir != config_.spool_dir ||
+        fresh.spool_max_bytes != config_.spool_max_bytes || fresh.curve_server_key != config_.curve_server_key ||
+        fresh.curve_public_key != config_.curve_public_key || fresh.curve_secret_key != config_.curve_secret_key) {
       auto old = slot_.get();
       slot_.replace(make_sender(fresh));
       if (std::size_t left = old->stop(kStopLingerSeconds))
         spdlog::warn("SIGHUP: {} batch(es) were not acknowledged by the previous lmaster", left);
     }
-    stop_sensors();
-    sensors::AgentStats::instance().reset_sensors();
+    // Stop what the new configuration no longer has (or has changed).
+    std::size_t kept = 0;
+    for (auto& task : tasks_) {
+      if (std::find(fresh_sensors.tasks.begin(), fresh_sensors.tasks.end(), task) != fresh_sensors.tasks.end()) {
+        ++kept;
+        continue;
+      }
+      task->stopped = true;
+      task->timer.cancel();
+      sensors::AgentStats::instance().forget_sensor(task->definition->name);
+    }
     config_ = std::move(fresh);
     start_sensors(std::move(fresh_sensors));
-    spdlog::info("SIGHUP: configuration re-read from {}; {} sensor(s) re-armed", config_path_, tasks_.size());
+    spdlog::info("SIGHUP: configuration re-read from {}: {} sensor(s) kept running, {} started or re-armed",
+                 config_path_, kept, tasks_.size() - kept);
   }
 
   const bool foreground_;

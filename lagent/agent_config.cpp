@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "curve.h"
 #include "daemon.h"
 #include "logging.h"
 
@@ -14,6 +15,17 @@ const OptionTable& master_link_options() {
        .help = "the lmaster to send to (name or address)"},
       {.name = "incoming data port", .type = OptionType::integer, .default_value = "7888",
        .help = "the lmaster's port", .min = 1, .max = 65535},
+      {.name = "curve_server_public_key_file", .type = OptionType::text, .default_value = "",
+       .help = "turns CURVE on (docs/security.md): the lmaster's public key file, its NAME.pub from "
+               "`lmaster keygen` (relative to this file); needs curve_secret_key_file",
+       .relative_to_file = true},
+      {.name = "curve_server_key", .type = OptionType::text, .default_value = "",
+       .help = "the lmaster's public key itself (40 Z85 characters), instead of "
+               "curve_server_public_key_file"},
+      {.name = "curve_secret_key_file", .type = OptionType::text, .default_value = "",
+       .help = "with CURVE: this agent's key pair, a NAME.key from `lmaster keygen` (mode 0600; "
+               "relative to this file); its NAME.pub goes into lmaster's curve_allowed_keys_dir",
+       .relative_to_file = true},
   };
   return table;
 }
@@ -28,9 +40,15 @@ const OptionTable& agent_options() {
        .help = "where sysfs is mounted (a fixture tree for tests)", .relative_to_file = true},
       {.name = "heartbeat_interval", .type = OptionType::real, .default_value = "5",
        .help = "seconds between heartbeats when no batch was sent", .min = 0.1, .max = 3600},
-      {.name = "max_unacked_batches", .type = OptionType::integer, .default_value = "10000",
-       .help = "batches kept in memory until the lmaster acknowledges them; the oldest are dropped (and counted) beyond",
+      {.name = "max_unacked_batches", .type = OptionType::integer, .default_value = "1000",
+       .help = "batches sent and not yet acknowledged at most (memory); the others wait in the spool",
        .min = 1},
+      {.name = "spool_dir", .type = OptionType::text, .default_value = "/var/spool/fructosa/lagent",
+       .help = "where batches are kept until lmaster acknowledges them, across restarts (one lagent per directory)",
+       .relative_to_file = true},
+      {.name = "spool_max_bytes", .type = OptionType::integer, .default_value = "268435456",
+       .help = "disk the spool may use; beyond it the oldest unacknowledged batches are dropped, counted and logged",
+       .min = 65536},
   };
   return table;
 }
@@ -41,6 +59,66 @@ std::string short_hostname() {
   std::string host(name);
   return host.substr(0, host.find('.'));
 }
+
+namespace {
+
+// [lmaster] curve_*: the key files are read now, so that a missing or malformed one is a
+// configuration error at start (or a reload that keeps the running configuration).
+void load_curve_keys(const IniFile& file, const Options& master, AgentConfig& config) {
+  const IniSection* section = file.find("lmaster");
+  // "file:line: [lmaster] key", also for a key left at its default (then the section's line).
+  auto where = [&](std::string_view key) {
+    if (!section) return fmt::format("{}: [lmaster] {}", file.path(), key);
+    for (const auto& entry : section->entries)
+      if (entry.key == key) return file.where(*section, &entry);
+    return fmt::format("{} {}", file.where(*section), key);
+  };
+  const auto& server_file = master.get_text("curve_server_public_key_file");
+  const auto& server_key = master.get_text("curve_server_key");
+  const auto& secret_file = master.get_text("curve_secret_key_file");
+  if (server_file.empty() && server_key.empty()) {
+    if (!secret_file.empty())
+      throw ConfigError(fmt::format("{}: given without the lmaster's public key "
+                                    "(curve_server_public_key_file or curve_server_key)",
+                                    where("curve_secret_key_file")));
+    return;
+  }
+  if (!server_file.empty() && !server_key.empty())
+    throw ConfigError(fmt::format("{}: give curve_server_key or curve_server_public_key_file, not both",
+                                  where("curve_server_key")));
+  try {
+    curve::require("[lmaster] curve_server_key");
+  } catch (const std::runtime_error& error) {
+    throw ConfigError(fmt::format("{}: {}", where(server_key.empty() ? "curve_server_public_key_file" : "curve_server_key"),
+                                  error.what()));
+  }
+  if (!server_key.empty()) {
+    if (!curve::is_key(server_key))
+      throw ConfigError(fmt::format("{}: not a CURVE public key (40 Z85 characters)",
+                                    where("curve_server_key")));
+    config.curve_server_key = server_key;
+  } else {
+    try {
+      config.curve_server_key = curve::read_public_key(server_file);
+    } catch (const std::exception& error) {
+      throw ConfigError(fmt::format("{}: {}", where("curve_server_public_key_file"),
+                                    error.what()));
+    }
+  }
+  if (secret_file.empty())
+    throw ConfigError(fmt::format("{}: missing: CURVE needs this agent's key pair too (`lmaster keygen --name NODE` "
+                                  "writes one)",
+                                  where("curve_secret_key_file")));
+  try {
+    auto pair = curve::read_key_pair(secret_file);
+    config.curve_public_key = pair.public_key;
+    config.curve_secret_key = pair.secret_key;
+  } catch (const std::exception& error) {
+    throw ConfigError(fmt::format("{}: {}", where("curve_secret_key_file"), error.what()));
+  }
+}
+
+}  // namespace
 
 AgentConfig load_agent_config(const std::string& path) {
   IniFile file = IniFile::load(path);
@@ -86,11 +164,22 @@ AgentConfig load_agent_config(const std::string& path) {
   }
   config.master_host = master.get_text("host");
   config.master_port = static_cast<int>(master.get_int("incoming data port"));
+  load_curve_keys(file, master, config);
   config.host = agent.get_text("host").empty() ? short_hostname() : agent.get_text("host");
   config.roots.proc = agent.get_text("proc_root");
   config.roots.sys = agent.get_text("sys_root");
   config.heartbeat_interval = agent.get_real("heartbeat_interval");
   config.max_unacked_batches = static_cast<std::size_t>(agent.get_int("max_unacked_batches"));
+  config.spool_dir = agent.get_text("spool_dir");
+  config.spool_max_bytes = static_cast<std::uint64_t>(agent.get_int("spool_max_bytes"));
+  if (config.spool_dir.empty()) {  // only a written "spool_dir =" can be empty
+    const IniSection* section = file.find("lagent");
+    const IniEntry* entry = nullptr;
+    for (const auto& candidate : section->entries)
+      if (candidate.key == "spool_dir") entry = &candidate;
+    throw ConfigError(fmt::format("{}: must name a directory (lagent keeps unacknowledged batches there)",
+                                  file.where(*section, entry)));
+  }
   return config;
 }
 

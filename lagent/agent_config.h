@@ -21,10 +21,16 @@ struct AgentConfig {
   std::string path;
   std::string master_host;
   int master_port = 7888;
+  // CURVE, Z85 text read from the key files at load; empty server key: CURVE off.
+  std::string curve_server_key;
+  std::string curve_public_key;
+  std::string curve_secret_key;
   std::string host;  // the name samples are attributed to
   sensors::Roots roots;
   double heartbeat_interval = 5.0;
-  std::size_t max_unacked_batches = 10000;
+  std::size_t max_unacked_batches = 1000;
+  std::string spool_dir;  // [lagent] spool_dir, made absolute
+  std::uint64_t spool_max_bytes = 256ull << 20;
   Options logging;
   sensors::JobSettings jobs;  // [jobs]
   std::vector<SensorConfig> sensors;

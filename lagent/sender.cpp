@@ -4,13 +4,16 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <zmq.hpp>
 
+#include "agent_spool.h"
 #include "agent_stats.h"
 #include "codec.h"
 #include "sensor.h"
@@ -19,6 +22,10 @@ namespace fructosa::agent {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Encoded batches handed to the socket and not yet acknowledged stay below this (besides
+// max_unacked_batches), so a master that is away costs disk, not memory.
+constexpr std::size_t kMaxInFlightBytes = 8u << 20;
 
 std::int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -39,12 +46,6 @@ struct Sender::State {
           return sensors::metric_info(sensor, key);
         }) {}
 
-  struct Unacked {
-    std::uint64_t sequence;
-    Bytes bytes;
-    bool sent;
-  };
-
   const SenderSettings settings;
 
   // Shared with producers, under `mutex`.
@@ -60,58 +61,127 @@ struct Sender::State {
   std::thread thread;
   zmq::context_t context{1};
   zmq::socket_t socket{context, zmq::socket_type::dealer};
+  // Handshake events of `socket`. libzmq 4.3 never reconnects after lmaster refused a handshake
+  // (CURVE key not allowed, CURVE on one side only): the sender says why and reconnects itself,
+  // backing off from 5 s to 60 s, so that adding the agent's key to lmaster is enough.
+  zmq::socket_t monitor{context, zmq::socket_type::pair};
+  Clock::time_point reconnect_at = Clock::time_point::max();
+  std::chrono::seconds reconnect_backoff{5};
+  bool refused = false;
   AgentDictionary dictionary;
-  std::uint64_t session = std::random_device{}() * 0x100000000ull + std::random_device{}();
-  std::uint64_t next_sequence = 1;
-  std::deque<Unacked> unacked;
+  std::unique_ptr<AgentSpool> spool;  // null until opened (a reload waits for the old sender's)
+  std::uint64_t next_to_send = 1;     // the next spooled batch to hand to the socket
+  std::deque<std::pair<std::uint64_t, std::size_t>> in_flight;  // sent, unacknowledged: sequence, bytes
+  std::size_t in_flight_bytes = 0;
+  std::deque<Bytes> outbox;  // messages the socket refused (its queue was full), in order
+  std::uint64_t failed_appends = 0, failed_samples = 0, last_bad_record = 0;
   std::vector<Sample> pending;
   Clock::time_point first_pending;
   Clock::time_point next_heartbeat;
 
-  bool send(const Bytes& bytes) {
-    auto sent = socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
-    if (sent) next_heartbeat = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                   std::chrono::duration<double>(settings.heartbeat_interval));
-    return sent.has_value();  // no value: the queue towards lmaster is full (EAGAIN)
+  // Sends what waits in the outbox, in order; false when the socket's queue is full.
+  bool flush() {
+    while (!outbox.empty()) {
+      if (!socket.send(zmq::buffer(outbox.front()), zmq::send_flags::dontwait)) return false;  // EAGAIN
+      outbox.pop_front();
+      next_heartbeat = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(settings.heartbeat_interval));
+    }
+    return true;
   }
 
-  void update_counters(const std::function<void(sensors::SenderStats&)>& change) {
-    change(counters);
-    counters.unacked = unacked.size();
+  void post(Bytes bytes) {
+    outbox.push_back(std::move(bytes));
+    flush();
+  }
+
+  void publish_counters() {
+    SpoolStats spool_stats = spool ? spool->stats() : SpoolStats{};
+    counters.unacked = spool_stats.batches;
+    counters.spool_bytes = spool_stats.bytes;
+    counters.batches_dropped = spool_stats.dropped_batches + failed_appends;
+    counters.samples_dropped = spool_stats.dropped_samples + failed_samples;
     sensors::AgentStats::instance().set_sender(counters);
   }
 
-  void send_hello() { send(encode_hello(settings.host, session, FRUCTOSA_VERSION)); }
+  void send_hello() { post(encode_hello(settings.host, spool->session(), FRUCTOSA_VERSION)); }
 
-  void send_batch() {
-    std::vector<Bytes> messages;
-    std::uint64_t sequence = next_sequence++;
-    dictionary.encode_batch(sequence, pending, messages);
-    pending.clear();
-    for (std::size_t i = 0; i + 1 < messages.size(); ++i) send(messages[i]);  // new dictionary entries
-    bool sent = send(messages.back());
-    unacked.push_back({sequence, std::move(messages.back()), sent});
-    std::uint64_t dropped = 0;
-    while (unacked.size() > settings.max_unacked_batches) {
-      unacked.pop_front();
-      ++dropped;
-    }
-    if (dropped)
-      spdlog::warn("lmaster has not acknowledged {} batches; dropped the oldest {} (see max_unacked_batches)",
-                   settings.max_unacked_batches, dropped);
-    update_counters([&](sensors::SenderStats& c) {
-      c.batches_sent += sent;
-      c.batches_dropped += dropped;
-    });
+  bool window_open() const {
+    return in_flight.size() < settings.max_unacked_batches && in_flight_bytes < kMaxInFlightBytes;
   }
 
-  // Batches that did not fit in the queue earlier go out in order once there is room.
-  void send_unsent() {
-    for (auto& batch : unacked) {
-      if (batch.sent) continue;
-      if (!send(batch.bytes)) return;
-      batch.sent = true;
+  // Encodes a spooled batch under this process's dictionary (new names go first) and sends it.
+  void transmit(std::uint64_t sequence, const std::vector<Sample>& samples) {
+    std::vector<Bytes> messages;
+    dictionary.encode_batch(sequence, samples, messages);
+    std::size_t bytes = messages.back().size();
+    for (auto& message : messages) post(std::move(message));
+    in_flight.emplace_back(sequence, bytes);
+    in_flight_bytes += bytes;
+    if (sequence > counters_highest_sent) {
+      ++counters.batches_sent;
+      counters_highest_sent = sequence;
     }
+  }
+  std::uint64_t counters_highest_sent = 0;
+
+  // Makes a batch of what is pending: on disk first (durably), then on the wire if the window
+  // allows; otherwise it waits in the spool.
+  void send_batch() {
+    std::uint64_t sequence = 0;
+    try {
+      sequence = spool->append(pending);
+    } catch (const SpoolError& error) {
+      // Counted and logged (every 100th after the first, so a full disk does not flood the log).
+      if (failed_appends % 100 == 0)
+        spdlog::error("cannot keep a batch of {} sample(s) ({} such batch(es) lost so far): {}", pending.size(),
+                      failed_appends + 1, error.what());
+      ++failed_appends;
+      failed_samples += pending.size();
+    }
+    if (sequence && sequence == next_to_send && outbox.empty() && window_open()) {
+      transmit(sequence, pending);
+      next_to_send = sequence + 1;
+    }
+    pending.clear();
+    send_unsent();
+    publish_counters();
+  }
+
+  // Spooled batches not sent yet (or to be sent again), oldest first, while the window allows.
+  void send_unsent() {
+    while (window_open() && outbox.empty() && next_to_send < spool->next_sequence()) {
+      next_to_send = std::max(next_to_send, spool->first_sequence());  // dropped ones are gone
+      if (next_to_send >= spool->next_sequence()) break;
+      std::uint64_t sequence = next_to_send++;
+      std::vector<Sample> samples;
+      try {
+        samples = spool->read(sequence);
+      } catch (const SpoolError& error) {
+        if (sequence > last_bad_record) {
+          spdlog::error("skipping a spooled batch: {}", error.what());
+          ++failed_appends;
+          failed_samples += spool->samples_in(sequence);
+          last_bad_record = sequence;
+        }
+        continue;
+      }
+      transmit(sequence, samples);
+    }
+  }
+
+  void acknowledged(std::uint64_t sequence) {
+    std::uint64_t before = spool->stats().batches;
+    spool->acknowledge(sequence);
+    std::uint64_t after = spool->stats().batches;
+    counters.batches_acked += before > after ? before - after : 0;
+    while (!in_flight.empty() && in_flight.front().first <= sequence) {
+      in_flight_bytes -= in_flight.front().second;
+      in_flight.pop_front();
+    }
+    next_to_send = std::max(next_to_send, sequence + 1);
+    send_unsent();
+    publish_counters();
   }
 
   void handle(const zmq::message_t& message) {
@@ -123,39 +193,112 @@ struct Sender::State {
       return;
     }
     if (decoded.type == MessageType::ack) {
-      std::uint64_t acked = 0;
-      while (!unacked.empty() && unacked.front().sequence <= decoded.sequence) {
-        unacked.pop_front();
-        ++acked;
-      }
-      update_counters([&](sensors::SenderStats& c) { c.batches_acked += acked; });
-      send_unsent();
+      acknowledged(decoded.sequence);
     } else if (decoded.type == MessageType::resync) {
       spdlog::info("lmaster {} asked for a resync ({}); sending the dictionary and {} unacknowledged batches",
-                   settings.endpoint, decoded.reason, unacked.size());
+                   settings.endpoint, decoded.reason, spool->stats().batches);
+      // Whatever still waits is for a master that does not know us: it all goes again.
+      outbox.clear();
+      in_flight.clear();
+      in_flight_bytes = 0;
       send_hello();
-      send(dictionary.encode_everything());
-      for (auto& batch : unacked) batch.sent = false;
+      post(dictionary.encode_everything());
+      next_to_send = spool->first_sequence();
       send_unsent();
-      update_counters([](sensors::SenderStats& c) { ++c.resyncs; });
+      ++counters.resyncs;
+      publish_counters();
     } else {
       spdlog::warn("ignoring an unexpected {} message from lmaster {}", to_string(decoded.type), settings.endpoint);
     }
+  }
+
+  // A reload's new sender: the previous one holds the spool until it has stopped.
+  bool open_spool(bool stop_requested) {
+    if (spool) return true;
+    if (AgentSpool::held_here(settings.spool_dir) && !stop_requested) return false;
+    try {
+      spool = std::make_unique<AgentSpool>(settings.spool_dir, settings.spool_max_bytes);
+    } catch (const SpoolError& error) {
+      spdlog::error("{}", error.what());
+      return false;
+    }
+    return true;
+  }
+
+  void start_link() {
+    next_to_send = spool->first_sequence();
+    send_hello();
+    send_unsent();
+    publish_counters();
+  }
+
+  // One event from `monitor`: [u16 event, u32 value][endpoint].
+  void handle_monitor_event() {
+    zmq::message_t event, address;
+    if (!monitor.recv(event, zmq::recv_flags::dontwait)) return;
+    if (event.more()) (void)monitor.recv(address, zmq::recv_flags::none);
+    if (event.size() < 6) return;
+    std::uint16_t id;
+    std::uint32_t value;
+    std::memcpy(&id, event.data(), sizeof id);
+    std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof value);
+    if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      if (refused) spdlog::info("lmaster {} accepted this agent", settings.endpoint);
+      refused = false;
+      reconnect_backoff = std::chrono::seconds(5);
+      return;
+    }
+    std::string why;
+    if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      why = value == 400 ? "its public key is not in lmaster's curve_allowed_keys_dir"
+                         : fmt::format("authentication failed (ZAP status {})", value);
+    else if (settings.curve_server_key.empty())
+      why = "the handshake failed: does lmaster use CURVE (then set curve_server_public_key_file)?";
+    else
+      why = "the CURVE handshake failed: is curve_server_public_key_file lmaster's public key?";
+    if (!refused)
+      spdlog::error("lmaster {} refused this agent: {}; retrying in {} s (and backing off to 60 s)", settings.endpoint,
+                    why, reconnect_backoff.count());
+    refused = true;
+    reconnect_at = Clock::now() + reconnect_backoff;
+    reconnect_backoff = std::min(reconnect_backoff * 2, std::chrono::seconds(60));
+  }
+
+  void reconnect_if_due() {
+    if (Clock::now() < reconnect_at) return;
+    reconnect_at = Clock::time_point::max();
+    try {
+      socket.disconnect(settings.endpoint);
+    } catch (const zmq::error_t&) {  // already gone: fine
+    }
+    socket.connect(settings.endpoint);
   }
 
   void run() {
     const auto batch_delay = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings.batch_delay));
     Clock::time_point linger_deadline = Clock::time_point::max();
     bool stop_seen = false;
-    send_hello();
+    auto next_spool_try = Clock::now();
+    if (spool) start_link();
     for (;;) {
       auto now = Clock::now();
-      auto wake_at = next_heartbeat;
-      if (!pending.empty()) wake_at = std::min(wake_at, first_pending + batch_delay);
+      if (!spool && now >= next_spool_try) {
+        if (open_spool(false)) start_link();
+        else next_spool_try = now + std::chrono::milliseconds(100);
+      }
+      auto wake_at = spool ? next_heartbeat : next_spool_try;
+      if (spool && !pending.empty()) wake_at = std::min(wake_at, first_pending + batch_delay);
       if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
+      wake_at = std::min(wake_at, reconnect_at);
       auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - now).count() + 1;
-      zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_fd, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, std::chrono::milliseconds(std::max<long>(0, timeout)));
+      // POLLOUT while messages wait: the socket becomes writable once lmaster is connected.
+      short socket_events = ZMQ_POLLIN | (spool && !outbox.empty() ? ZMQ_POLLOUT : 0);
+      zmq::pollitem_t items[] = {{socket.handle(), 0, socket_events, 0},
+                                 {nullptr, wake_fd, ZMQ_POLLIN, 0},
+                                 {monitor.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 3, std::chrono::milliseconds(std::max<long>(0, timeout)));
+      if (items[2].revents & ZMQ_POLLIN) handle_monitor_event();
+      reconnect_if_due();
 
       if (items[1].revents & ZMQ_POLLIN) {
         std::uint64_t ignored;
@@ -169,24 +312,43 @@ struct Sender::State {
           linger_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(linger));
         }
       }
+      if (!spool) {
+        if (stop_seen && now >= linger_deadline) {
+          if (!pending.empty())
+            spdlog::error("stopping without the spool {}: {} sample(s) lost", settings.spool_dir, pending.size());
+          break;
+        }
+        continue;
+      }
       zmq::message_t message;
       while (socket.recv(message, zmq::recv_flags::dontwait)) handle(message);
+      if (flush()) send_unsent();
 
       now = Clock::now();
       if (!pending.empty() &&
           (pending.size() >= settings.max_batch_samples || now >= first_pending + batch_delay || stop_seen))
         send_batch();
       if (now >= next_heartbeat) {
-        send(encode_heartbeat(wall_clock_ns(), next_sequence - 1));
+        if (outbox.empty()) post(encode_heartbeat(wall_clock_ns(), next_to_send - 1));
+        else next_heartbeat = now + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(settings.heartbeat_interval));
         send_unsent();
       }
-      if (stop_seen && (unacked.empty() || now >= linger_deadline)) break;
+      if (stop_seen && (spool->empty() || now >= linger_deadline)) break;
     }
   }
 };
 
 Sender::Sender(SenderSettings settings) : state_(std::make_unique<State>(std::move(settings))) {
   auto& s = *state_;
+  if (s.settings.spool_dir.empty()) throw SpoolError("no spool_dir given to the sender");
+  // At start a spool that cannot be used stops lagent; after a reload the previous sender of
+  // this process may still hold it, and the thread takes it over once that one has stopped.
+  if (!AgentSpool::held_here(s.settings.spool_dir))
+    s.spool = std::make_unique<AgentSpool>(s.settings.spool_dir, s.settings.spool_max_bytes);
+  // Nothing queues in ZeroMQ while lmaster is unreachable (a send fails and the batch waits in
+  // the spool): no memory grows, and a batch the spool drops cannot arrive later from a queue.
+  s.socket.set(zmq::sockopt::immediate, true);
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s.wake_fd < 0) throw std::runtime_error("eventfd failed");
   s.socket.set(zmq::sockopt::linger, 0);  // stop() lingers for acknowledgements itself
@@ -194,6 +356,17 @@ Sender::Sender(SenderSettings settings) : state_(std::make_unique<State>(std::mo
   s.socket.set(zmq::sockopt::reconnect_ivl, 100);
   s.socket.set(zmq::sockopt::reconnect_ivl_max, 5000);
   s.socket.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMessageBytes));
+  if (!s.settings.curve_server_key.empty()) {  // CURVE client: lmaster checks our public key (ZAP)
+    s.socket.set(zmq::sockopt::curve_serverkey, s.settings.curve_server_key);
+    s.socket.set(zmq::sockopt::curve_publickey, s.settings.curve_public_key);
+    s.socket.set(zmq::sockopt::curve_secretkey, s.settings.curve_secret_key);
+  }
+  std::string monitor_endpoint = fmt::format("inproc://lagent-link-monitor-{}", static_cast<const void*>(&s));
+  if (zmq_socket_monitor(s.socket.handle(), monitor_endpoint.c_str(),
+                         ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
+    throw std::runtime_error(fmt::format("zmq_socket_monitor: {}", zmq_strerror(zmq_errno())));
+  s.monitor.connect(monitor_endpoint);
   s.socket.connect(s.settings.endpoint);
   s.next_heartbeat = Clock::now();
   s.thread = std::thread([&s] {
@@ -229,7 +402,12 @@ std::size_t Sender::stop(double linger_seconds) {
   std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof one);
   if (state_->thread.joinable()) state_->thread.join();
-  return state_->unacked.size();
+  if (!state_->spool) return 0;
+  std::size_t left = state_->spool->stats().batches;
+  if (left)
+    spdlog::info("{} batch(es) stay in the spool {} until lmaster acknowledges them", left,
+                 state_->spool->directory().string());
+  return left;
 }
 
 

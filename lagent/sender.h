@@ -1,6 +1,9 @@
 // The agent's link to lmaster: a thread that owns the ZeroMQ DEALER socket, batches samples,
-// keeps every batch until the master acknowledges it, and sends them all again when the
-// master asks for a resync (it restarted, or the connection was re-established).
+// keeps every batch in the on-disk spool (agent_spool.h) until the master acknowledges it, and
+// sends the unacknowledged ones again, oldest first, when the master asks for a resync (it
+// restarted, or the connection was re-established) and when lagent starts again. Memory stays
+// bounded: at most max_unacked_batches (and kMaxInFlightBytes) batches are in flight; the
+// others wait on disk and are read back when the window opens.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +19,22 @@ struct SenderSettings {
   std::string endpoint;  // tcp://host:port
   std::string host;      // the name this agent reports as
   double heartbeat_interval = 5.0;
-  std::size_t max_unacked_batches = 10000;
+  std::size_t max_unacked_batches = 1000;  // sent, not yet acknowledged; the rest wait in the spool
+  std::string spool_dir;                    // required: where unacknowledged batches are kept
+  std::uint64_t spool_max_bytes = 256ull << 20;
   double batch_delay = 0.05;          // seconds a sample may wait for others to join its batch
   std::size_t max_batch_samples = 1000;
+  // CURVE (docs/security.md), Z85 text: with a server key the link is encrypted and this
+  // agent authenticates with its own key pair; empty: plain ZMTP.
+  std::string curve_server_key;
+  std::string curve_public_key;
+  std::string curve_secret_key;
 };
 
 class Sender {
  public:
+  // Opens the spool (throws SpoolError when it cannot be used), unless a sender of this process
+  // still holds it (a reload): then the thread opens it once that one has stopped.
   explicit Sender(SenderSettings settings);
   ~Sender();  // stops without waiting for acknowledgements
   Sender(const Sender&) = delete;
@@ -31,8 +43,9 @@ class Sender {
   // Thread-safe; never blocks on the network.
   void submit(std::vector<Sample>&& samples);
 
-  // Sends what is queued and waits up to `linger_seconds` for the master to acknowledge every
-  // batch, then stops the thread. Returns the number of batches left unacknowledged.
+  // Spools what is queued, sends it and waits up to `linger_seconds` for the master to
+  // acknowledge every batch, then stops the thread. Returns the number of batches left
+  // unacknowledged (they stay in the spool for the next start).
   // (Its counters are published as lagent's own metrics: sensors/agent_stats.h.)
   std::size_t stop(double linger_seconds);
 

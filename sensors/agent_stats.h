@@ -22,9 +22,11 @@ struct SensorReadStats {
 struct SenderStats {
   std::uint64_t batches_sent = 0;
   std::uint64_t batches_acked = 0;
-  std::uint64_t batches_dropped = 0;
+  std::uint64_t batches_dropped = 0;  // unacknowledged, dropped from the spool (or never kept)
+  std::uint64_t samples_dropped = 0;  // the samples in those batches
   std::uint64_t resyncs = 0;
-  std::uint64_t unacked = 0;
+  std::uint64_t unacked = 0;          // batches in the spool
+  std::uint64_t spool_bytes = 0;
 };
 
 class AgentStats {
@@ -36,6 +38,7 @@ class AgentStats {
   void set_sender(const SenderStats& stats);
   // Forgets sensors that are no longer configured (after a reload).
   void reset_sensors();
+  void forget_sensor(const std::string& sensor);
 
   std::map<std::string, SensorReadStats> sensors() const;
   SenderStats sender() const;

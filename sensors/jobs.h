@@ -36,6 +36,8 @@ struct JobSettings {
   std::string slurm_node_name;
   // A full rescan at least this often, in case inotify missed something (seconds).
   double rescan_interval = 60;
+
+  bool operator==(const JobSettings&) const = default;
 };
 
 const OptionTable& job_options();  // [jobs]

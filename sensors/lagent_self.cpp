@@ -42,6 +42,11 @@ void AgentStats::reset_sensors() {
   sensors_.clear();
 }
 
+void AgentStats::forget_sensor(const std::string& sensor) {
+  std::lock_guard lock(mutex_);
+  sensors_.erase(sensor);
+}
+
 std::map<std::string, SensorReadStats> AgentStats::sensors() const {
   std::lock_guard lock(mutex_);
   return sensors_;
@@ -65,9 +70,12 @@ const Catalog kCatalog{
     {"*.missed", Unit::count, Kind::counter, "reading times skipped because the previous read still ran or lagent was late"},
     {"batches_sent", Unit::count, Kind::counter, "batches sent to lmaster (first sends, not resends)"},
     {"batches_acked", Unit::count, Kind::counter, "batches lmaster acknowledged"},
-    {"batches_dropped", Unit::count, Kind::counter, "unacknowledged batches dropped beyond max_unacked_batches"},
+    {"batches_dropped", Unit::count, Kind::counter,
+     "unacknowledged batches dropped from the spool beyond spool_max_bytes (or that could not be written to it)"},
+    {"samples_dropped", Unit::count, Kind::counter, "samples in the dropped batches"},
     {"resyncs", Unit::count, Kind::counter, "times lmaster asked for the dictionary and unacknowledged batches again"},
-    {"unacked", Unit::count, Kind::gauge, "batches waiting for lmaster's acknowledgement"},
+    {"unacked", Unit::count, Kind::gauge, "batches in the spool waiting for lmaster's acknowledgement"},
+    {"spool_bytes", Unit::bytes, Kind::gauge, "bytes of the spool's segment files (spool_dir)"},
     {"rss", Unit::bytes, Kind::gauge, "lagent's resident memory"},
     {"cpu_seconds", Unit::seconds, Kind::counter, "CPU time lagent has used (user + system)"},
 };
@@ -89,8 +97,10 @@ class LagentSelfSensor final : public Sensor {
     out.set("batches_sent", static_cast<double>(sender.batches_sent));
     out.set("batches_acked", static_cast<double>(sender.batches_acked));
     out.set("batches_dropped", static_cast<double>(sender.batches_dropped));
+    out.set("samples_dropped", static_cast<double>(sender.samples_dropped));
     out.set("resyncs", static_cast<double>(sender.resyncs));
     out.set("unacked", static_cast<double>(sender.unacked));
+    out.set("spool_bytes", static_cast<double>(sender.spool_bytes));
     // The agent's own process, always the real /proc/self (proc_root may be a fixture tree).
     std::string_view statm = statm_.read();
     next_field(statm);

@@ -111,7 +111,8 @@ class FructosaTestCase(unittest.TestCase):
                 f"[hdf5]\npath = {self.path('data.h5')}\nflush_interval = 0.5\n{extra}")
 
     def agent_config(self, port, sensors, interval=0.2, extra=""):
-        text = f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n[lagent]\nhost = testnode\n{extra}"
+        text = (f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n[lagent]\nhost = testnode\n"
+                f"spool_dir = {self.path('lagent-spool')}\n{extra}")
         for sensor in sensors:
             text += f"[sensor:{sensor}]\ntime_interval = {interval}\n"
         return text

@@ -22,7 +22,7 @@ class AllSensorsTest(FructosaTestCase):
     def test_fructosa_sample_config_runs_every_sensor(self):
         master, port = self.start_master()
         config = (f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n"
-                  f"[lagent]\nhost = testnode\n"
+                  f"[lagent]\nhost = testnode\nspool_dir = {self.path('lagent-spool')}\n"
                   f"[logging]\nfilename = {self.path('lagent.log')}\nlevel = INFO\nmaxBytes = 1000000\nbackupCount = 2\n")
         for sensor in FRUCTOSA_SENSORS:
             config += f"\n[sensor:{sensor}]\ntime_interval = 0.5\n"

@@ -1,0 +1,579 @@
+#include "agent_spool.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+namespace fructosa::agent {
+namespace {
+
+constexpr std::uint32_t kRecordMagic = 0x31534146;  // "FAS1" in a little-endian file
+constexpr std::uint32_t kStateMagic = 0x31545346;   // "FST1"
+constexpr std::size_t kHeaderBytes = 16;             // magic, body bytes, CRC, samples
+constexpr std::size_t kMaxRecordBytes = 256u << 20;  // larger lengths are garbage
+
+// CRC-32 (IEEE 802.3, reflected, as zlib computes it).
+constexpr std::array<std::uint32_t, 256> make_crc_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+constexpr auto kCrcTable = make_crc_table();
+
+std::uint32_t crc32(const void* data, std::size_t size) {
+  std::uint32_t c = 0xFFFFFFFFu;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < size; ++i) c = kCrcTable[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+template <class T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+template <class T>
+T get(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+// Reads a record body; every access is bounds-checked (a CRC match does not make a bug-free
+// writer, and a spool may come from another build).
+class BodyReader {
+ public:
+  BodyReader(std::string_view body, const std::string& where) : body_(body), where_(where) {}
+  template <class T>
+  T next() {
+    need(sizeof(T));
+    T value = get<T>(body_.data() + pos_);
+    pos_ += sizeof(T);
+    return value;
+  }
+  std::string_view bytes(std::size_t n) {
+    need(n);
+    std::string_view out = body_.substr(pos_, n);
+    pos_ += n;
+    return out;
+  }
+  bool done() const { return pos_ == body_.size(); }
+
+ private:
+  void need(std::size_t n) const {
+    if (body_.size() - pos_ < n) throw SpoolError(fmt::format("{}: record ends early", where_));
+  }
+  std::string_view body_;
+  std::size_t pos_ = 0;
+  const std::string& where_;
+};
+
+// body: [u64 sequence][u32 strings]([u32 length][bytes])*[u32 samples]
+//       ([u32 sensor][i64 time_ns][u64 job][u32 metrics]([u32 key][f64 value])*
+//        [u32 labels]([u32 key][u32 value])*)*      -- u32 names index the string table
+std::string encode_body(std::uint64_t sequence, const std::vector<Sample>& samples) {
+  std::vector<std::string_view> strings;
+  std::unordered_map<std::string_view, std::uint32_t> ids;
+  auto id = [&](const std::string& s) {
+    auto [it, added] = ids.emplace(s, static_cast<std::uint32_t>(strings.size()));
+    if (added) strings.push_back(s);
+    return it->second;
+  };
+  std::string table_part, sample_part;
+  put<std::uint32_t>(sample_part, static_cast<std::uint32_t>(samples.size()));
+  for (const auto& sample : samples) {
+    put<std::uint32_t>(sample_part, id(sample.sensor));
+    put<std::int64_t>(sample_part, sample.time_ns);
+    put<std::uint64_t>(sample_part, sample.job);
+    put<std::uint32_t>(sample_part, static_cast<std::uint32_t>(sample.metrics.size()));
+    for (const auto& metric : sample.metrics) {
+      put<std::uint32_t>(sample_part, id(metric.key));
+      put<double>(sample_part, metric.value);
+    }
+    put<std::uint32_t>(sample_part, static_cast<std::uint32_t>(sample.labels.size()));
+    for (const auto& label : sample.labels) {
+      put<std::uint32_t>(sample_part, id(label.key));
+      put<std::uint32_t>(sample_part, id(label.value));
+    }
+  }
+  std::string body;
+  body.reserve(8 + 4 + sample_part.size() + strings.size() * 16);
+  put<std::uint64_t>(body, sequence);
+  put<std::uint32_t>(body, static_cast<std::uint32_t>(strings.size()));
+  for (auto s : strings) {
+    put<std::uint32_t>(body, static_cast<std::uint32_t>(s.size()));
+    body.append(s);
+  }
+  body += sample_part;
+  return body;
+}
+
+std::vector<Sample> decode_body(std::string_view body, const std::string& where) {
+  BodyReader in(body, where);
+  in.next<std::uint64_t>();  // sequence, checked by the caller
+  std::vector<std::string> strings(in.next<std::uint32_t>());
+  for (auto& s : strings) s = std::string(in.bytes(in.next<std::uint32_t>()));
+  auto string_at = [&](std::uint32_t index) -> const std::string& {
+    if (index >= strings.size()) throw SpoolError(fmt::format("{}: name index {} out of range", where, index));
+    return strings[index];
+  };
+  std::vector<Sample> samples(in.next<std::uint32_t>());
+  for (auto& sample : samples) {
+    sample.sensor = string_at(in.next<std::uint32_t>());
+    sample.time_ns = in.next<std::int64_t>();
+    sample.job = in.next<std::uint64_t>();
+    std::uint32_t metrics = in.next<std::uint32_t>();
+    if (metrics > body.size()) throw SpoolError(fmt::format("{}: impossible metric count", where));
+    sample.metrics.resize(metrics);
+    for (auto& metric : sample.metrics) {
+      metric.key = string_at(in.next<std::uint32_t>());
+      metric.value = in.next<double>();
+    }
+    std::uint32_t labels = in.next<std::uint32_t>();
+    if (labels > body.size()) throw SpoolError(fmt::format("{}: impossible label count", where));
+    sample.labels.resize(labels);
+    for (auto& label : sample.labels) {
+      label.key = string_at(in.next<std::uint32_t>());
+      label.value = string_at(in.next<std::uint32_t>());
+    }
+  }
+  if (!in.done()) throw SpoolError(fmt::format("{}: trailing bytes", where));
+  return samples;
+}
+
+// A small state file: [u64 value][u32 magic][u32 CRC of the value].
+std::string encode_state(std::uint64_t value) {
+  std::string out;
+  put<std::uint64_t>(out, value);
+  put<std::uint32_t>(out, kStateMagic);
+  put<std::uint32_t>(out, crc32(&value, sizeof value));
+  return out;
+}
+
+bool read_state(const std::filesystem::path& path, std::uint64_t& value) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buffer[16];
+  ssize_t n = ::pread(fd, buffer, sizeof buffer, 0);
+  ::close(fd);
+  if (n != 16 || get<std::uint32_t>(buffer + 8) != kStateMagic) return false;
+  value = get<std::uint64_t>(buffer);
+  return get<std::uint32_t>(buffer + 12) == crc32(&value, sizeof value);
+}
+
+bool write_all_at(int fd, const std::string& data, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, data + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Spool directories held by this process (flock alone cannot tell this process from another).
+std::mutex held_mutex;
+std::set<std::string> held;
+
+std::string held_key(const std::filesystem::path& directory) {
+  std::error_code ignored;
+  return std::filesystem::weakly_canonical(directory, ignored).string();
+}
+
+}  // namespace
+
+bool AgentSpool::held_here(const std::filesystem::path& directory) {
+  std::lock_guard lock(held_mutex);
+  return held.count(held_key(directory)) > 0;
+}
+
+AgentSpool::AgentSpool(std::filesystem::path directory, std::uint64_t max_bytes)
+    : directory_(std::move(directory)), max_bytes_(max_bytes) {
+  std::error_code error;
+  std::filesystem::create_directories(directory_, error);
+  if (error) throw SpoolError(fmt::format("cannot create spool_dir {}: {}", directory_.string(), error.message()));
+  dir_fd_ = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0) throw SpoolError(fmt::format("cannot open spool_dir {}: {}", directory_.string(), errno_text()));
+  try {
+    take_lock();
+    scan();
+  } catch (...) {
+    for (auto& segment : segments_) ::close(segment.fd);
+    if (lock_fd_ >= 0) {
+      std::lock_guard lock(held_mutex);
+      held.erase(held_key(directory_));
+      ::close(lock_fd_);
+    }
+    if (acked_fd_ >= 0) ::close(acked_fd_);
+    ::close(dir_fd_);
+    throw;
+  }
+}
+
+AgentSpool::~AgentSpool() {
+  for (auto& segment : segments_) ::close(segment.fd);
+  if (acked_fd_ >= 0) {
+    ::fdatasync(acked_fd_);  // a clean stop leaves nothing to resend twice
+    ::close(acked_fd_);
+  }
+  ::close(dir_fd_);
+  std::lock_guard lock(held_mutex);
+  held.erase(held_key(directory_));
+  ::close(lock_fd_);
+}
+
+void AgentSpool::take_lock() {
+  auto path = directory_ / "lock";
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (lock_fd_ < 0) throw SpoolError(fmt::format("cannot write in spool_dir {}: {}", directory_.string(), errno_text()));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    int code = errno;
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    if (code == EWOULDBLOCK)
+      throw SpoolError(fmt::format("spool_dir {} is in use by another lagent (it holds {})", directory_.string(),
+                                   path.string()));
+    throw SpoolError(fmt::format("cannot lock {}: {}", path.string(), std::strerror(code)));
+  }
+  std::lock_guard lock(held_mutex);
+  held.insert(held_key(directory_));
+}
+
+std::filesystem::path AgentSpool::segment_path(std::uint64_t first_sequence) const {
+  return directory_ / fmt::format("{:020}.seg", first_sequence);
+}
+
+std::uint64_t AgentSpool::segment_target() const {
+  return std::clamp<std::uint64_t>(max_bytes_ / 16, 16u << 10, 16u << 20);
+}
+
+void AgentSpool::scan() {
+  std::vector<std::pair<std::uint64_t, std::filesystem::path>> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
+    std::string name = entry.path().filename().string();
+    if (name.size() != 24 || name.substr(20) != ".seg" ||
+        !std::all_of(name.begin(), name.begin() + 20, [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    found.emplace_back(std::stoull(name.substr(0, 20)), entry.path());
+  }
+  if (error) throw SpoolError(fmt::format("cannot list spool_dir {}: {}", directory_.string(), error.message()));
+  std::sort(found.begin(), found.end());
+
+  std::uint64_t acked_on_disk = 0;
+  bool have_acked = read_state(directory_ / "acked", acked_on_disk);
+  acked_ = have_acked ? acked_on_disk : 0;
+  for (const auto& [first, path] : found) scan_segment(path, first);
+
+  std::uint64_t first_kept = 0, last = 0;
+  for (const auto& segment : segments_) {
+    if (!segment.records.empty() && !first_kept) first_kept = segment.first_sequence;
+    last = std::max(last, segment.first_sequence + segment.records.size() - 1);
+  }
+  // Without `acked`, every batch found is sent again (lmaster drops those it has).
+  if (!have_acked) acked_ = first_kept ? first_kept - 1 : 0;
+  next_sequence_ = std::max({acked_ + 1, last + 1, std::uint64_t{1}});
+
+  std::uint64_t stored = 0;
+  bool have_session = read_state(directory_ / "session", stored);
+  if (have_session && (have_acked || first_kept || !segments_.empty())) {
+    session_ = stored;
+  } else {
+    // A new session: first start, or the sequence position is lost (a session may never
+    // reuse a sequence number lmaster has seen).
+    if (have_session)
+      spdlog::warn("spool {}: {} is missing or damaged; starting a new link session", directory_.string(),
+                   (directory_ / "acked").string());
+    else if (first_kept)
+      spdlog::warn("spool {}: {} is missing or damaged; its batches are sent under a new link session "
+                   "(lmaster cannot recognise those it already has)",
+                   directory_.string(), (directory_ / "session").string());
+    std::random_device random;
+    do session_ = (std::uint64_t{random()} << 32) | random();
+    while (session_ == 0);
+    auto temporary = directory_ / "session.tmp";
+    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd < 0 || !write_all_at(fd, encode_state(session_), 0) || ::fsync(fd) != 0) {
+      std::string reason = errno_text();
+      if (fd >= 0) ::close(fd);
+      throw SpoolError(fmt::format("cannot write {}: {}", temporary.string(), reason));
+    }
+    ::close(fd);
+    if (::rename(temporary.c_str(), (directory_ / "session").c_str()) != 0)
+      throw SpoolError(fmt::format("cannot rename {}: {}", temporary.string(), errno_text()));
+    ::fsync(dir_fd_);
+  }
+  auto acked_path = directory_ / "acked";
+  acked_fd_ = ::open(acked_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (acked_fd_ < 0) throw SpoolError(fmt::format("cannot open {}: {}", acked_path.string(), errno_text()));
+  write_acked();
+  ::fdatasync(acked_fd_);
+
+  // Segments wholly acknowledged go, except the last, which appends continue.
+  while (segments_.size() > 1 &&
+         segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_)
+    remove_front_segment();
+  if (!empty() || !found.empty())
+    spdlog::info("spool {}: session {:016x}, {} batch(es) ({} bytes) kept for lmaster, next sequence {}",
+                 directory_.string(), session_, next_sequence_ - first_sequence(), bytes_, next_sequence_);
+}
+
+void AgentSpool::scan_segment(const std::filesystem::path& path, std::uint64_t first_sequence) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw SpoolError(fmt::format("cannot open {}: {}", path.string(), errno_text()));
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    ::close(fd);
+    throw SpoolError(fmt::format("cannot stat {}: {}", path.string(), errno_text()));
+  }
+  std::string data(static_cast<std::size_t>(info.st_size), '\0');
+  if (!data.empty() && !read_all_at(fd, data.data(), data.size(), 0)) {
+    ::close(fd);
+    throw SpoolError(fmt::format("cannot read {}: {}", path.string(), errno_text()));
+  }
+  std::uint64_t previous_end = segments_.empty() ? 0 : segments_.back().first_sequence + segments_.back().records.size();
+  if (first_sequence < previous_end) {
+    // Cannot happen with this writer; keeping both would give two batches one number.
+    spdlog::warn("spool {}: removing {}: its sequences overlap the previous segment's", directory_.string(),
+                 path.string());
+    ::close(fd);
+    ::unlink(path.c_str());
+    return;
+  }
+  Segment segment;
+  segment.first_sequence = first_sequence;
+  segment.fd = fd;
+  std::uint64_t offset = 0;
+  std::string problem;
+  while (offset < data.size()) {
+    if (data.size() - offset < kHeaderBytes) {
+      problem = "a record header ends early";
+      break;
+    }
+    const char* header = data.data() + offset;
+    auto body_bytes = get<std::uint32_t>(header + 4);
+    if (get<std::uint32_t>(header) != kRecordMagic) {
+      problem = "a record header is damaged";
+      break;
+    }
+    if (body_bytes < 8 || body_bytes > kMaxRecordBytes || body_bytes > data.size() - offset - kHeaderBytes) {
+      problem = "a record ends early";
+      break;
+    }
+    const char* body = header + kHeaderBytes;
+    if (crc32(body, body_bytes) != get<std::uint32_t>(header + 8)) {
+      problem = "a record's CRC does not match";
+      break;
+    }
+    std::uint64_t expected = first_sequence + segment.records.size();
+    if (get<std::uint64_t>(body) != expected) {
+      problem = fmt::format("record {} follows {}", get<std::uint64_t>(body), expected - 1);
+      break;
+    }
+    segment.records.push_back(
+        {offset, static_cast<std::uint32_t>(kHeaderBytes + body_bytes), get<std::uint32_t>(header + 12)});
+    offset += kHeaderBytes + body_bytes;
+  }
+  if (!problem.empty()) {
+    // The last write of a killed lagent (or a damaged disk): what follows cannot be trusted.
+    spdlog::warn("spool {}: cutting {} at byte {} of {} ({}); {} batch(es) before it are kept", directory_.string(),
+                 path.string(), offset, data.size(), problem, segment.records.size());
+    if (::ftruncate(fd, static_cast<off_t>(offset)) != 0 || ::fdatasync(fd) != 0) {
+      ::close(fd);
+      throw SpoolError(fmt::format("cannot cut {}: {}", path.string(), errno_text()));
+    }
+  }
+  segment.bytes = offset;
+  bytes_ += offset;
+  segments_.push_back(std::move(segment));
+}
+
+std::uint64_t AgentSpool::first_sequence() const {
+  for (const auto& segment : segments_) {
+    std::uint64_t end = segment.first_sequence + segment.records.size();
+    std::uint64_t first = std::max(segment.first_sequence, acked_ + 1);
+    if (first < end) return first;
+  }
+  return next_sequence_;
+}
+
+void AgentSpool::open_new_segment() {
+  auto path = segment_path(next_sequence_);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+  if (fd < 0) throw SpoolError(fmt::format("cannot create {}: {}", path.string(), errno_text()));
+  // The name records the next sequence durably even while the file is empty.
+  ::fsync(dir_fd_);
+  Segment segment;
+  segment.first_sequence = next_sequence_;
+  segment.fd = fd;
+  segments_.push_back(std::move(segment));
+}
+
+void AgentSpool::write_acked() {
+  if (!write_all_at(acked_fd_, encode_state(acked_), 0))
+    spdlog::warn("spool {}: cannot write {}: {} (acknowledged batches may be sent again)", directory_.string(),
+                 (directory_ / "acked").string(), errno_text());
+}
+
+void AgentSpool::remove_front_segment() {
+  Segment& segment = segments_.front();
+  ::close(segment.fd);
+  auto path = segment_path(segment.first_sequence);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    spdlog::warn("spool {}: cannot remove {}: {}", directory_.string(), path.string(), errno_text());
+  bytes_ -= segment.bytes;
+  segments_.pop_front();
+}
+
+void AgentSpool::drop_oldest_segment() {
+  const Segment& segment = segments_.front();
+  std::uint64_t batches = 0, samples = 0, first = 0, last = 0;
+  for (std::size_t i = 0; i < segment.records.size(); ++i) {
+    std::uint64_t sequence = segment.first_sequence + i;
+    if (sequence <= acked_) continue;
+    if (!first) first = sequence;
+    last = sequence;
+    ++batches;
+    samples += segment.records[i].samples;
+  }
+  if (batches) {
+    dropped_.dropped_batches += batches;
+    dropped_.dropped_samples += samples;
+    spdlog::warn("spool {} is over spool_max_bytes ({} bytes): dropped the oldest {} batch(es), {} sample(s), "
+                 "sequences {}..{}, that lmaster had not acknowledged",
+                 directory_.string(), max_bytes_, batches, samples, first, last);
+  }
+  remove_front_segment();
+}
+
+std::uint64_t AgentSpool::append(const std::vector<Sample>& samples) {
+  std::string body = encode_body(next_sequence_, samples);
+  std::string record;
+  record.reserve(kHeaderBytes + body.size());
+  put<std::uint32_t>(record, kRecordMagic);
+  put<std::uint32_t>(record, static_cast<std::uint32_t>(body.size()));
+  put<std::uint32_t>(record, crc32(body.data(), body.size()));
+  put<std::uint32_t>(record, static_cast<std::uint32_t>(samples.size()));
+  record += body;
+  if (record.size() > max_bytes_ || body.size() > kMaxRecordBytes) {
+    dropped_.dropped_batches += 1;
+    dropped_.dropped_samples += samples.size();
+    spdlog::warn("spool {}: a batch of {} sample(s) ({} bytes) is larger than spool_max_bytes ({}): dropped",
+                 directory_.string(), samples.size(), record.size(), max_bytes_);
+    return 0;
+  }
+  const Segment* last = segments_.empty() ? nullptr : &segments_.back();
+  if (!last || (last->bytes > 0 && last->bytes + record.size() > segment_target()) ||
+      last->first_sequence + last->records.size() != next_sequence_)  // acknowledge() moved past it
+    open_new_segment();
+  while (bytes_ + record.size() > max_bytes_ && segments_.size() > 1) drop_oldest_segment();
+  if (bytes_ + record.size() > max_bytes_) {  // only the segment being written is left
+    drop_oldest_segment();
+    open_new_segment();
+  }
+  // Segments wholly acknowledged before this one are no longer needed.
+  while (segments_.size() > 1 && segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_) {
+    ::fdatasync(acked_fd_);
+    remove_front_segment();
+  }
+
+  Segment& segment = segments_.back();
+  if (!write_all_at(segment.fd, record, segment.bytes) || ::fdatasync(segment.fd) != 0) {
+    std::string reason = errno_text();
+    [[maybe_unused]] int ignored = ::ftruncate(segment.fd, static_cast<off_t>(segment.bytes));
+    throw SpoolError(fmt::format("cannot write {}: {}", segment_path(segment.first_sequence).string(), reason));
+  }
+  segment.records.push_back({segment.bytes, static_cast<std::uint32_t>(record.size()),
+                             static_cast<std::uint32_t>(samples.size())});
+  segment.bytes += record.size();
+  bytes_ += record.size();
+  return next_sequence_++;
+}
+
+const AgentSpool::Record& AgentSpool::record(std::uint64_t sequence, const Segment** found) const {
+  for (const auto& segment : segments_) {
+    if (sequence >= segment.first_sequence && sequence < segment.first_sequence + segment.records.size() &&
+        sequence > acked_) {
+      *found = &segment;
+      return segment.records[sequence - segment.first_sequence];
+    }
+  }
+  throw SpoolError(fmt::format("spool {}: batch {} is not kept", directory_.string(), sequence));
+}
+
+std::uint32_t AgentSpool::samples_in(std::uint64_t sequence) const {
+  const Segment* segment = nullptr;
+  return record(sequence, &segment).samples;
+}
+
+std::vector<Sample> AgentSpool::read(std::uint64_t sequence) const {
+  const Segment* segment = nullptr;
+  const Record& where = record(sequence, &segment);
+  std::string path = segment_path(segment->first_sequence).string();
+  std::string data(where.size, '\0');
+  if (!read_all_at(segment->fd, data.data(), data.size(), where.offset))
+    throw SpoolError(fmt::format("cannot read batch {} from {}: {}", sequence, path, errno_text()));
+  std::string_view body(data.data() + kHeaderBytes, data.size() - kHeaderBytes);
+  if (crc32(body.data(), body.size()) != get<std::uint32_t>(data.data() + 8) ||
+      get<std::uint64_t>(body.data()) != sequence)
+    throw SpoolError(fmt::format("batch {} in {} is damaged (CRC or sequence)", sequence, path));
+  return decode_body(body, fmt::format("batch {} in {}", sequence, path));
+}
+
+void AgentSpool::acknowledge(std::uint64_t sequence) {
+  if (sequence <= acked_) return;
+  if (sequence >= next_sequence_) {
+    spdlog::warn("spool {}: lmaster acknowledged batch {} of session {:016x}, beyond the last one made ({}); "
+                 "continuing after it",
+                 directory_.string(), sequence, session_, next_sequence_ - 1);
+    next_sequence_ = sequence + 1;
+  }
+  acked_ = sequence;
+  write_acked();
+  bool synced = false;
+  while (segments_.size() > 1 && segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_) {
+    if (!synced) ::fdatasync(acked_fd_);  // before a segment goes, `acked` must cover it
+    synced = true;
+    remove_front_segment();
+  }
+}
+
+SpoolStats AgentSpool::stats() const {
+  SpoolStats stats = dropped_;
+  stats.bytes = bytes_;
+  stats.batches = next_sequence_ - first_sequence();
+  return stats;
+}
+
+}  // namespace fructosa::agent

@@ -1,0 +1,139 @@
+// lagent's spool ([lagent] spool_dir, spool_max_bytes): every batch stays on disk from the
+// moment it is made until lmaster acknowledges it, across reconnects and lagent restarts.
+//
+// Files in spool_dir (one lagent per directory, held with flock on `lock`):
+//   session          the link session (u64) lagent says Hello with. It is made once per spool
+//                    directory and kept, so a restarted lagent continues the same session and
+//                    sequence numbers, and lmaster's per-(host, session) duplicate check also
+//                    covers batches resent after a restart. A new session is made only when the
+//                    sequence position is lost (no batches and no readable `acked`).
+//   acked            the highest sequence lmaster acknowledged (u64 + CRC32), rewritten in place
+//                    on every acknowledgement.
+//   <20 digits>.seg  segments named by the sequence of their first batch; records
+//                      [u32 magic "FAS1"][u32 body bytes][u32 CRC32 of body][u32 samples]
+//                      body: [u64 sequence][self-contained samples, see below]
+//                    in this machine's byte order (a spool never leaves its host).
+//
+// The dictionary problem: a batch on the wire refers to the dictionary indices of the process
+// that encoded it, and a restarted lagent has a new dictionary. So the spool does not keep wire
+// bytes: each record holds its samples self-contained (sensor names and metric keys in a string
+// table of that record), and the sender encodes them under the running dictionary when it
+// (re)sends, keeping the record's sequence number.
+//
+// Durability: append() writes the record and fdatasync()s the segment before it returns, so a
+// batch is on disk before it is ever sent (a sent batch can be acknowledged, and a sequence
+// number lmaster has seen is never given to another batch). Measured on the 2-core build VM
+// (unit test AgentSpool.PrintsAppendCost, 20-sample batch): 0.2 ms per append on a quiet disk,
+// ~5 ms under concurrent builds; lagent makes at most one batch per batch_delay (50 ms),
+// typically one per sampling period. `acked` is not synced on every write
+// (a stale value after a power cut only resends batches lmaster drops as duplicates); it is
+// synced before a segment is deleted, so sequences never go backwards.
+//
+// Recovery (after kill -9 or a power cut): segments are scanned at open; a record whose header,
+// length or CRC is wrong, or whose sequence does not follow, ends its segment: the file is cut
+// there (a torn last write) and the cut is logged.
+//
+// Budget: segment files together stay within max_bytes. When an append needs room, the oldest
+// segments are deleted with the batches in them that lmaster had not acknowledged; those are
+// counted (stats().dropped_batches / dropped_samples) and logged with their sequence range.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "metric.h"
+
+namespace fructosa::agent {
+
+// A spool that cannot be used (directory not writable, held by another lagent, disk error).
+class SpoolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct SpoolStats {
+  std::uint64_t bytes = 0;            // segment files on disk
+  std::uint64_t batches = 0;          // batches kept, not yet acknowledged
+  std::uint64_t dropped_batches = 0;  // since this spool was opened
+  std::uint64_t dropped_samples = 0;
+};
+
+class AgentSpool {
+ public:
+  // Opens (creating it if needed) and recovers `directory`. Throws SpoolError.
+  AgentSpool(std::filesystem::path directory, std::uint64_t max_bytes);
+  ~AgentSpool();
+  AgentSpool(const AgentSpool&) = delete;
+  AgentSpool& operator=(const AgentSpool&) = delete;
+
+  // True while an AgentSpool of this process holds `directory` (a replacement sender waits).
+  static bool held_here(const std::filesystem::path& directory);
+
+  std::uint64_t session() const { return session_; }
+  // The sequence the next append gets.
+  std::uint64_t next_sequence() const { return next_sequence_; }
+  // The oldest batch kept (== next_sequence() when nothing is kept).
+  std::uint64_t first_sequence() const;
+  bool empty() const { return first_sequence() == next_sequence_; }
+
+  // Keeps `samples` as batch next_sequence(), durably; returns its sequence, or 0 when the batch
+  // alone is larger than the budget (then it is counted as dropped). Older unacknowledged
+  // batches may be dropped (counted, logged) to make room. Throws SpoolError on a disk error.
+  std::uint64_t append(const std::vector<Sample>& samples);
+
+  // The samples of a kept batch (host left empty). Throws SpoolError when the record cannot be
+  // read back.
+  std::vector<Sample> read(std::uint64_t sequence) const;
+  // Samples in a kept batch, without reading it.
+  std::uint32_t samples_in(std::uint64_t sequence) const;
+
+  // lmaster acknowledged every batch up to `sequence`. A sequence beyond what was appended
+  // (the spool lost its tail) moves next_sequence() past it, so no number is used twice.
+  void acknowledge(std::uint64_t sequence);
+
+  SpoolStats stats() const;
+  const std::filesystem::path& directory() const { return directory_; }
+
+ private:
+  struct Record {
+    std::uint64_t offset;
+    std::uint32_t size;  // header + body
+    std::uint32_t samples;
+  };
+  struct Segment {
+    std::uint64_t first_sequence = 0;  // of records[0]
+    std::uint64_t bytes = 0;           // file size
+    int fd = -1;
+    std::vector<Record> records;
+  };
+
+  void take_lock();
+  void load_session_and_acked(bool have_batches, std::uint64_t last_sequence);
+  void scan();
+  void scan_segment(const std::filesystem::path& path, std::uint64_t first_sequence);
+  void open_new_segment();
+  void write_acked();
+  void remove_front_segment();
+  void drop_oldest_segment();
+  std::filesystem::path segment_path(std::uint64_t first_sequence) const;
+  const Record& record(std::uint64_t sequence, const Segment** segment) const;
+  std::uint64_t segment_target() const;
+
+  std::filesystem::path directory_;
+  std::uint64_t max_bytes_;
+  int lock_fd_ = -1;
+  int dir_fd_ = -1;
+  int acked_fd_ = -1;
+  std::uint64_t session_ = 0;
+  std::uint64_t acked_ = 0;          // highest acknowledged sequence
+  std::uint64_t next_sequence_ = 1;
+  std::uint64_t bytes_ = 0;
+  std::deque<Segment> segments_;     // oldest first; the last one is appended to
+  SpoolStats dropped_;               // only dropped_* used
+};
+
+}  // namespace fructosa::agent

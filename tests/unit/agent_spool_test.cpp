@@ -1,0 +1,271 @@
+// lagent's on-disk spool: append/read/acknowledge, what survives a restart, torn records,
+// the budget (drops counted), and the link session that continues across restarts.
+#include "agent_spool.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "test_support.h"
+
+namespace fructosa::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+std::vector<Sample> batch(int n, std::int64_t t0 = 1'700'000'000'000'000'000) {
+  std::vector<Sample> samples;
+  for (int i = 0; i < n; ++i) {
+    Sample sample = test::make_sample("", i % 2 ? "CPUPercent" : "VirtualMemory", t0 + i * 200'000'000, i % 3,
+                                      {{"total", 1.5 * i}, {"eth0.bytes_sent", -2.0}, {"percent", 42}});
+    if (i == 1) sample.labels = {{"partition", "/dev/sda1"}, {"mount", "/"}};
+    samples.push_back(sample);
+  }
+  return samples;
+}
+
+std::vector<fs::path> segments(const std::string& dir) {
+  std::vector<fs::path> found;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".seg") found.push_back(entry.path());
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+TEST(AgentSpool, KeepsBatchesSelfContainedUntilAcknowledged) {
+  TempDir dir;
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  EXPECT_TRUE(spool.empty());
+  EXPECT_EQ(spool.next_sequence(), 1u);
+  EXPECT_NE(spool.session(), 0u);
+  auto first = batch(5);
+  EXPECT_EQ(spool.append(first), 1u);
+  EXPECT_EQ(spool.append(batch(2)), 2u);
+  EXPECT_EQ(spool.append(batch(3)), 3u);
+  EXPECT_EQ(spool.first_sequence(), 1u);
+  EXPECT_EQ(spool.stats().batches, 3u);
+  EXPECT_EQ(spool.samples_in(1), 5u);
+
+  auto back = spool.read(1);
+  ASSERT_EQ(back.size(), first.size());
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    EXPECT_EQ(back[i].sensor, first[i].sensor);
+    EXPECT_EQ(back[i].time_ns, first[i].time_ns);
+    EXPECT_EQ(back[i].job, first[i].job);
+    ASSERT_EQ(back[i].metrics.size(), first[i].metrics.size());
+    for (std::size_t m = 0; m < back[i].metrics.size(); ++m) {
+      EXPECT_EQ(back[i].metrics[m].key, first[i].metrics[m].key);
+      EXPECT_EQ(back[i].metrics[m].value, first[i].metrics[m].value);
+    }
+    ASSERT_EQ(back[i].labels.size(), first[i].labels.size());
+    for (std::size_t l = 0; l < back[i].labels.size(); ++l) {
+      EXPECT_EQ(back[i].labels[l].key, first[i].labels[l].key);
+      EXPECT_EQ(back[i].labels[l].value, first[i].labels[l].value);
+    }
+  }
+
+  spool.acknowledge(2);
+  EXPECT_EQ(spool.first_sequence(), 3u);
+  EXPECT_EQ(spool.stats().batches, 1u);
+  EXPECT_THROW(spool.read(2), SpoolError);
+  EXPECT_EQ(spool.read(3).size(), 3u);
+  spool.acknowledge(1);  // stale acknowledgements change nothing
+  EXPECT_EQ(spool.first_sequence(), 3u);
+  spool.acknowledge(3);
+  EXPECT_TRUE(spool.empty());
+  EXPECT_EQ(spool.append({}), 4u);  // an empty batch still gets its number
+}
+
+TEST(AgentSpool, ARestartContinuesSessionSequenceAndUnacknowledgedBatches) {
+  TempDir dir;
+  std::uint64_t session = 0;
+  {
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    session = spool.session();
+    for (int i = 0; i < 10; ++i) spool.append(batch(4, i * 1'000'000'000ll));
+    spool.acknowledge(6);
+  }
+  {
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    EXPECT_EQ(spool.session(), session);
+    EXPECT_EQ(spool.first_sequence(), 7u);
+    EXPECT_EQ(spool.next_sequence(), 11u);
+    EXPECT_EQ(spool.read(7)[0].time_ns, 6 * 1'000'000'000ll);
+    spool.acknowledge(10);
+    EXPECT_TRUE(spool.empty());
+  }
+  {  // everything acknowledged: numbers still go on (lmaster remembers the session's last one)
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    EXPECT_EQ(spool.session(), session);
+    EXPECT_TRUE(spool.empty());
+    EXPECT_EQ(spool.append(batch(1)), 11u);
+  }
+}
+
+TEST(AgentSpool, OneLagentPerDirectory) {
+  TempDir dir;
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  EXPECT_TRUE(AgentSpool::held_here(dir.file("spool")));
+  EXPECT_THROW(AgentSpool(dir.file("spool"), 1 << 20), SpoolError);
+}
+
+TEST(AgentSpool, AnUnwritableDirectoryIsAnErrorNamingIt) {
+  TempDir dir;
+  std::ofstream(dir.file("file")) << "x";
+  try {
+    AgentSpool spool(dir.file("file") + "/spool", 1 << 20);
+    FAIL() << "no error";
+  } catch (const SpoolError& error) {
+    EXPECT_NE(std::string(error.what()).find(dir.file("file")), std::string::npos) << error.what();
+  }
+}
+
+TEST(AgentSpool, ATornLastRecordIsCutAndTheRestKept) {
+  TempDir dir;
+  std::uint64_t session = 0;
+  {
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    session = spool.session();
+    for (int i = 0; i < 5; ++i) spool.append(batch(3));
+  }
+  auto files = segments(dir.file("spool"));
+  ASSERT_EQ(files.size(), 1u);
+  auto size = fs::file_size(files[0]);
+  // kill -9 in the middle of a write: the last record lacks its end.
+  fs::resize_file(files[0], size - 7);
+  {
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    EXPECT_EQ(spool.session(), session);
+    EXPECT_EQ(spool.first_sequence(), 1u);
+    EXPECT_EQ(spool.next_sequence(), 5u);  // batch 5 was never complete, so never sent
+    EXPECT_EQ(spool.read(4).size(), 3u);
+    EXPECT_LT(fs::file_size(files[0]), size - 7);
+    EXPECT_EQ(spool.append(batch(2)), 5u);
+  }
+  {
+    // A flipped byte inside a record: its CRC fails, it and what follows are cut.
+    std::fstream file(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    auto record_size = fs::file_size(files[0]) / 5;  // five records of similar size; aim into the 3rd
+    file.seekp(static_cast<std::streamoff>(record_size * 2 + record_size / 2));
+    char c = 0;
+    file.read(&c, 1);
+    file.seekp(static_cast<std::streamoff>(record_size * 2 + record_size / 2));
+    c = static_cast<char>(c ^ 0x5a);
+    file.write(&c, 1);
+  }
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  EXPECT_EQ(spool.first_sequence(), 1u);
+  EXPECT_LE(spool.next_sequence(), 4u);
+  EXPECT_EQ(spool.read(1).size(), 3u);
+}
+
+TEST(AgentSpool, OverBudgetTheOldestAreDroppedAndCounted) {
+  TempDir dir;
+  const std::uint64_t budget = 64 << 10;  // segments of 16 KiB
+  AgentSpool spool(dir.file("spool"), budget);
+  std::uint64_t appended_samples = 0;
+  for (int i = 0; i < 400; ++i) {
+    spool.append(batch(4, i * 1'000'000'000ll));
+    appended_samples += 4;
+    auto stats = spool.stats();
+    ASSERT_LE(stats.bytes, budget);
+    // Nothing is lost without being counted: kept + dropped = appended.
+    std::uint64_t kept_samples = 0;
+    for (auto s = spool.first_sequence(); s < spool.next_sequence(); ++s) kept_samples += spool.samples_in(s);
+    ASSERT_EQ(kept_samples + stats.dropped_samples, appended_samples);
+    ASSERT_EQ(stats.batches + stats.dropped_batches, static_cast<std::uint64_t>(i + 1));
+  }
+  auto stats = spool.stats();
+  EXPECT_GT(stats.dropped_batches, 0u);
+  EXPECT_EQ(stats.dropped_samples, 4 * stats.dropped_batches);
+  // The oldest went: what is kept is the newest, in order.
+  EXPECT_EQ(spool.first_sequence(), 1 + stats.dropped_batches);
+  EXPECT_EQ(spool.read(spool.first_sequence())[0].time_ns,
+            static_cast<std::int64_t>(stats.dropped_batches) * 1'000'000'000ll);
+  // Acknowledged batches are not counted as dropped when their segment goes.
+  spool.acknowledge(spool.next_sequence() - 1);
+  for (int i = 0; i < 100; ++i) spool.append(batch(4));
+  EXPECT_EQ(spool.stats().dropped_batches, stats.dropped_batches);
+
+  // A batch larger than the whole budget cannot be kept: counted too.
+  AgentSpool small(dir.file("small"), 65536);
+  EXPECT_EQ(small.append(batch(2000)), 0u);
+  EXPECT_EQ(small.stats().dropped_batches, 1u);
+  EXPECT_EQ(small.stats().dropped_samples, 2000u);
+  EXPECT_EQ(small.append(batch(1)), 1u);
+}
+
+TEST(AgentSpool, AcknowledgedSegmentsAreRemoved) {
+  TempDir dir;
+  AgentSpool spool(dir.file("spool"), 64 << 10);
+  for (int i = 0; i < 100; ++i) spool.append(batch(4));
+  EXPECT_GT(segments(dir.file("spool")).size(), 1u);
+  spool.acknowledge(100);
+  spool.append(batch(1));
+  EXPECT_EQ(segments(dir.file("spool")).size(), 1u);
+  EXPECT_EQ(spool.stats().batches, 1u);
+}
+
+TEST(AgentSpool, LostPositionStartsANewSession) {
+  TempDir dir;
+  std::uint64_t session = 0;
+  {
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    session = spool.session();
+    spool.append(batch(1));
+    spool.acknowledge(1);
+  }
+  // Without `acked` and without batches the next number is unknown: a new session is safe.
+  for (const auto& file : segments(dir.file("spool"))) fs::remove(file);
+  fs::remove(dir.file("spool/acked"));
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  EXPECT_NE(spool.session(), session);
+  EXPECT_EQ(spool.next_sequence(), 1u);
+}
+
+TEST(AgentSpool, WithoutAckedFileKeptBatchesAreSentAgainUnderTheSameSession) {
+  TempDir dir;
+  std::uint64_t session = 0;
+  {
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    session = spool.session();
+    for (int i = 0; i < 4; ++i) spool.append(batch(1));
+    spool.acknowledge(3);
+  }
+  fs::remove(dir.file("spool/acked"));
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  EXPECT_EQ(spool.session(), session);  // lmaster drops the ones it has by (host, session, sequence)
+  EXPECT_EQ(spool.first_sequence(), 1u);
+  EXPECT_EQ(spool.next_sequence(), 5u);
+}
+
+TEST(AgentSpool, AnAcknowledgementBeyondTheTailMovesTheSequenceOn) {
+  TempDir dir;
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  spool.append(batch(1));
+  spool.acknowledge(50);
+  EXPECT_EQ(spool.append(batch(1)), 51u);
+  EXPECT_EQ(spool.read(51).size(), 1u);
+}
+
+// Not a test of speed (nothing is asserted on it): prints what a durable append costs here.
+TEST(AgentSpool, PrintsAppendCost) {
+  TempDir dir;
+  AgentSpool spool(dir.file("spool"), 256 << 20);
+  auto samples = batch(20);
+  const int n = 200;
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) spool.append(samples);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("append of a 20-sample batch with fdatasync: %.3f ms each (%llu bytes on disk for %d batches)\n",
+              seconds * 1000 / n, static_cast<unsigned long long>(spool.stats().bytes), n);
+}
+
+}  // namespace
+}  // namespace fructosa::agent
