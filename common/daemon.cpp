@@ -211,12 +211,19 @@ int run_service_verb(const ServiceProgram& program, const std::string& verb, con
     return start(program, config, pidfile);
   }
   if (verb == "status") {
-    if (auto pid = Pidfile::holder(pidfile)) {
+    auto pid = Pidfile::holder(pidfile);
+    if (pid)
       std::cout << fmt::format("{} is running (pid {})\n", program.name, *pid);
-      return 0;
+    else
+      std::cout << program.name << " is not running\n";
+    if (program.describe_status) {
+      try {
+        program.describe_status(config, std::cout);
+      } catch (const std::exception& error) {
+        std::cout << fmt::format("(no details: {})\n", error.what());
+      }
     }
-    std::cout << program.name << " is not running\n";
-    return kExitNotRunning;
+    return pid ? 0 : kExitNotRunning;
   }
   if (verb == "reload") {
     auto pid = Pidfile::holder(pidfile);

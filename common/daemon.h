@@ -37,6 +37,9 @@ struct ServiceProgram {
   std::function<void(const std::string& config)> check_config;
   // Runs the service until SIGTERM/SIGINT; calls `ready()` once it serves. Returns the exit code.
   std::function<int(const std::string& config, bool foreground, const std::function<void()>& ready)> run;
+  // `status` prints this after its running/not-running line (lmaster: the table of agents).
+  // Optional; gets the configuration path.
+  std::function<void(const std::string& config, std::ostream& out)> describe_status = {};
 };
 
 // Carries out one verb. `config` and `pidfile` are paths; relative ones are taken from the

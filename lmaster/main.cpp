@@ -5,7 +5,9 @@
 
 #include "command_line.h"
 #include "config.h"
+#include "curve.h"
 #include "daemon.h"
+#include "logging.h"
 #include "master.h"
 
 namespace po = boost::program_options;
@@ -15,6 +17,7 @@ namespace {
 
 const char* kUsage = R"(Usage:
   lmaster start|stop|status|restart|reload|run [-c FILE] [-p PIDFILE]
+  lmaster keygen [--out DIR] [--name NAME] [--force]
 
 Commands:
   start     start as a daemon (exits 0 once listening; 78 on a configuration error)
@@ -23,17 +26,46 @@ Commands:
   restart   stop, then start
   reload    send SIGHUP: reopen the outputs and the log file
   run       run in the foreground, logging to stderr (for systemd and debugging)
+  keygen    write a CURVE key pair: DIR/NAME.key (secret, mode 0600) and DIR/NAME.pub
+            (public, 0644); one for lmaster, one per agent (docs/security.md)
 
 Options)";
+
+int keygen(const std::vector<std::string>& words, const po::variables_map& args) {
+  if (words.size() > 1) {
+    std::cerr << "lmaster keygen: unexpected argument '" << words[1] << "' (use --out DIR --name NAME)\n";
+    return 2;
+  }
+  try {
+    curve::require("lmaster keygen");
+    auto files = curve::write_key_pair(args["out"].as<std::string>(), args["name"].as<std::string>(),
+                                       curve::generate(), args.count("force") > 0);
+    std::cout << "wrote " << files.secret_path << " (key pair, secret: keep it on its own host, mode 0600)\n"
+              << "wrote " << files.public_path << " (public key: into lmaster's curve_allowed_keys_dir for an "
+              << "agent; every agent's curve_server_public_key_file for lmaster)\n";
+    return 0;
+  } catch (const std::exception& error) {
+    std::cerr << "lmaster keygen: " << error.what() << "\n";
+    return 1;
+  }
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   po::options_description visible(kUsage);
+  visible.add_options()
+      ("out", po::value<std::string>()->default_value("."), "keygen: directory to write the key files to")
+      ("name", po::value<std::string>()->default_value("lmaster"), "keygen: NAME of NAME.key and NAME.pub")
+      ("force", "keygen: replace existing key files");
   CommandLine line;
   if (auto done = parse_command_line(argc, argv, "lmaster", visible, line)) return *done;
   const auto& words = line.words;
   const auto& args = line.args;
+  // Until a configuration sets up logging, log lines go to stderr (spdlog's own default
+  // logger would write them to stdout, where [stdout] prints samples).
+  setup_logging(parse_pairs(logging_options(), {}, "defaults"), true, "lmaster");
+  if (!words.empty() && words[0] == "keygen") return keygen(words, args);
   if (words.size() != 1) {
     std::cerr << visible;
     return 2;
@@ -41,7 +73,7 @@ int main(int argc, char** argv) {
   // libcurl's global state must be set up before any thread starts (the outputs' threads).
   curl_global_init(CURL_GLOBAL_DEFAULT);
   try {
-    ServiceProgram program{"lmaster", master::check_master_config, master::run_master};
+    ServiceProgram program{"lmaster", master::check_master_config, master::run_master, master::print_status};
     return run_service_verb(program, words[0], args["config"].as<std::string>(), args["pidfile"].as<std::string>());
   } catch (const std::exception& error) {
     std::cerr << "lmaster: " << error.what() << "\n";

@@ -6,14 +6,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <zmq.hpp>
 
+#include "agent_registry.h"
 #include "codec.h"
 #include "logging.h"
 #include "master_config.h"
 #include "output_runner.h"
 #include "sample_spool.h"
+#include "zap_handler.h"
 
 namespace fructosa::master {
 namespace {
@@ -64,7 +67,11 @@ class Master {
 
     open_outputs();
     zmq::context_t context(1);
+    // [lmaster] curve: the ZAP handler is made first so that it outlives the ROUTER it guards.
+    auto curve = start_curve(context, config_);
     zmq::socket_t router(context, zmq::socket_type::router);
+    if (curve) curve->secure(router);
+    curve_ = curve.get();
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMessageBytes));
     router.set(zmq::sockopt::linger, 1000);  // let the last acks leave
     std::string endpoint = fmt::format("tcp://{}:{}", config_.bind_host, config_.port ? std::to_string(config_.port) : "*");
@@ -109,6 +116,8 @@ class Master {
       hand_over();
       if (Clock::now() >= next_housekeeping) {
         forget_silent_peers();
+        registry_->check(wall_clock_ns());
+        registry_->save(wall_clock_ns());
         next_housekeeping = Clock::now() + std::chrono::seconds(1);
       }
     }
@@ -124,6 +133,12 @@ class Master {
 
  private:
   void open_outputs() {
+    std::error_code ignored;
+    std::filesystem::create_directories(config_.data_dir, ignored);
+    registry_ = std::make_unique<AgentRegistry>((std::filesystem::path(config_.data_dir) / "agents.json").string(),
+                                                config_.agent_timeout);
+    registry_->load();
+    for (const auto& [host, record] : registry_->agents()) describe_agent(host);
     budget_ = std::make_unique<DiskBudget>(config_.spool_max_bytes);
     for (const auto& output : config_.outputs) {
       RunnerSettings settings;
@@ -165,6 +180,10 @@ class Master {
     describe("received", "count", Kind::counter, "points accepted from agents");
     describe("batches", "count", Kind::counter, "batches accepted from agents");
     describe("agents", "count", Kind::gauge, "agents heard from during the last interval");
+    describe("curve.accepted", "count", Kind::counter, "CURVE handshakes of allowed agent keys (curve = true)");
+    describe("curve.rejected", "count", Kind::counter, "CURVE clients refused: key not in curve_allowed_keys_dir");
+    describe("curve.failed_handshakes", "count", Kind::counter,
+             "connections refused before the key check: no CURVE, wrong master key, bad protocol");
     for (const auto& runner : runners_) {
       const auto& name = runner->name();
       describe(name + ".sent", "count", Kind::counter, "points the " + name + " output delivered");
@@ -198,6 +217,13 @@ class Master {
     std::size_t agents = 0;
     for (const auto& [identity, peer] : peers_) agents += !peer.host.empty() && peer.last_seen >= since;
     add("agents", static_cast<double>(agents));
+    registry_->add_metrics(sample);
+    if (curve_) {
+      CurveCounters counters = curve_->counters();
+      add("curve.accepted", static_cast<double>(counters.accepted));
+      add("curve.rejected", static_cast<double>(counters.rejected));
+      add("curve.failed_handshakes", static_cast<double>(counters.failed_handshakes));
+    }
     for (const auto& runner : runners_) {
       RunnerStats stats = runner->stats();
       add(runner->name() + ".sent", static_cast<double>(stats.sent));
@@ -219,6 +245,13 @@ class Master {
       spdlog::error("SIGHUP: keeping the running logging configuration: {}", error.what());
     }
     for (auto& runner : runners_) runner->request_reopen();
+  }
+
+  void describe_agent(const std::string& host) { AgentRegistry::describe(infos_, kOwnSensor, host); }
+
+  static std::int64_t wall_clock_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
   }
 
   void forget_silent_peers() {
@@ -280,6 +313,10 @@ class Master {
     }
     try {
       handle(router, identity, peer, message);
+      if (!peer.host.empty()) {
+        if (!registry_->agents().count(peer.host)) describe_agent(peer.host);
+        registry_->seen(peer.host, peer.address, peer.session, wall_clock_ns());
+      }
     } catch (const ProtocolError& error) {
       spdlog::warn("dropped a {} message from {} ({}): {}", to_string(message.type), peer.host, peer.address,
                    error.what());
@@ -311,6 +348,7 @@ class Master {
         return accept_batch(router, identity, peer, message);
       case MessageType::heartbeat:
         if (peer.host.empty()) return ask_resync(router, identity, peer, "unknown agent");
+        registry_->heartbeat(peer.host, message.sequence);
         return;
       case MessageType::ack:
       case MessageType::resync:
@@ -344,6 +382,7 @@ class Master {
       spdlog::warn("agent {}: batches {}..{} never arrived (dropped by the agent?)", peer.host, last + 1,
                    message.sequence - 1);
     last = message.sequence;
+    registry_->accepted(peer.host, last, pending_.size() - first);
     send(router, identity, encode_ack(last));
   }
 
@@ -359,12 +398,21 @@ class Master {
   std::uint64_t received_points_ = 0;
   std::uint64_t received_batches_ = 0;
   std::map<std::string, Peer> peers_;
+  std::unique_ptr<AgentRegistry> registry_;  // every agent ever heard, up or down
+  ZapHandler* curve_ = nullptr;               // null unless [lmaster] curve = true
   std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> last_sequence_;
 };
 
 }  // namespace
 
 void check_master_config(const std::string& config_path) { load_master_config(config_path); }
+
+void print_status(const std::string& config_path, std::ostream& out) {
+  MasterConfig config = load_master_config(config_path);
+  std::string path = (std::filesystem::path(config.data_dir) / "agents.json").string();
+  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
+  if (!print_agent_table(path, out, now.count())) out << "no agent table yet (" << path << ")\n";
+}
 
 int run_master(const std::string& config_path, bool foreground, const std::function<void()>& ready) {
   MasterConfig config = load_master_config(config_path);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "curve.h"
 #include "daemon.h"
 #include "logging.h"
 #include "outputs/elasticsearch_output.h"
@@ -97,9 +98,61 @@ const OptionTable& master_options() {
        .help = "seconds between two samples of the master's own sensor `lmaster` (per-output "
                "counters sent, retried, dropped, queued)",
        .min = 0.1},
+      {.name = "agent_timeout", .type = OptionType::real, .default_value = "15",
+       .help = "seconds without any message (batch or heartbeat) after which an agent counts as "
+               "down: a log line, agents.<host>.up = 0 in the lmaster sensor, and `lmaster "
+               "status` says so (agents send a heartbeat every 5 s when idle)",
+       .min = 1},
+      {.name = "curve", .type = OptionType::boolean, .default_value = "false",
+       .help = "encrypt and authenticate the agents' connections with ZeroMQ CURVE: only agents whose "
+               "public key is in curve_allowed_keys_dir get in (docs/security.md)"},
+      {.name = "curve_secret_key_file", .type = OptionType::text,
+       .default_value = "/etc/fructosa/curve/lmaster.key",
+       .help = "with curve: this master's key pair, as `lmaster keygen --name lmaster` writes it "
+               "(relative to this file)",
+       .relative_to_file = true},
+      {.name = "curve_allowed_keys_dir", .type = OptionType::text, .default_value = "/etc/fructosa/curve/agents",
+       .help = "with curve: directory of the agents' public keys (their NAME.pub files) that may "
+               "connect; read again when its files change (relative to this file)",
+       .relative_to_file = true},
   };
   return table;
 }
+
+namespace {
+
+// [lmaster] curve = true: the key pair and the allow-list directory must be usable now, so that
+// a typo is a configuration error at start rather than a master no agent can reach.
+void load_curve_keys(const IniFile& file, MasterConfig& config) {
+  const IniSection* section = file.find("lmaster");
+  // "file:line: [lmaster] key", also for a key left at its default (then the section's line).
+  auto where = [&](std::string_view key) {
+    if (!section) return fmt::format("{}: [lmaster] {}", file.path(), key);
+    for (const auto& entry : section->entries)
+      if (entry.key == key) return file.where(*section, &entry);
+    return fmt::format("{} {}", file.where(*section), key);
+  };
+  try {
+    curve::require("[lmaster] curve = true");
+  } catch (const std::runtime_error& error) {
+    throw ConfigError(fmt::format("{}: {}", where("curve"), error.what()));
+  }
+  try {
+    auto pair = curve::read_key_pair(config.curve_secret_key_file);
+    config.curve_public_key = pair.public_key;
+    config.curve_secret_key = pair.secret_key;
+  } catch (const std::exception& error) {
+    throw ConfigError(fmt::format("{}: {} (`lmaster keygen` writes a key pair)",
+                                  where("curve_secret_key_file"), error.what()));
+  }
+  std::error_code error;
+  if (!std::filesystem::is_directory(config.curve_allowed_keys_dir, error))
+    throw ConfigError(fmt::format("{}: {} is not a directory (it holds the *.pub keys of "
+                                  "the agents that may connect)",
+                                  where("curve_allowed_keys_dir"), config.curve_allowed_keys_dir));
+}
+
+}  // namespace
 
 MasterConfig load_master_config(const std::string& path) {
   IniFile file = IniFile::load(path);
@@ -124,6 +177,11 @@ MasterConfig load_master_config(const std::string& path) {
   config.data_dir = master.get_text("data_dir");
   config.spool_max_bytes = static_cast<std::uint64_t>(master.get_int("spool_max_bytes"));
   config.stats_interval = master.get_real("stats_interval");
+  config.agent_timeout = master.get_real("agent_timeout");
+  config.curve = master.get_bool("curve");
+  config.curve_secret_key_file = master.get_text("curve_secret_key_file");
+  config.curve_allowed_keys_dir = master.get_text("curve_allowed_keys_dir");
+  if (config.curve) load_curve_keys(file, config);
   config.logging = parse_section(logging_options(), file, file.find("logging"));
   return config;
 }

@@ -22,6 +22,14 @@ struct MasterConfig {
   std::string data_dir;                 // spools of outputs that are behind, under <data_dir>/spool
   std::uint64_t spool_max_bytes = 0;    // disk budget of all those spools together; 0: no spool
   double stats_interval = 10;           // seconds between two samples of the `lmaster` sensor
+  double agent_timeout = 15;            // seconds of silence before an agent counts as down
+  // CURVE (docs/security.md): off by default; on, only agents whose public key is a *.pub file
+  // in curve_allowed_keys_dir get in. The master's key pair is read at load (Z85 text).
+  bool curve = false;
+  std::string curve_secret_key_file;
+  std::string curve_allowed_keys_dir;
+  std::string curve_public_key;
+  std::string curve_secret_key;
   Options logging;
   std::vector<OutputConfig> outputs;
 };

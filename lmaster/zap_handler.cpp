@@ -1,0 +1,475 @@
+#include "zap_handler.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "curve.h"
+#include "master_config.h"
+
+namespace fructosa::master {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";  // fixed by RFC 27
+constexpr const char* kMonitorEndpoint = "inproc://fructosa-curve-monitor";
+// The allow-list directory is looked at again at most this often while only known keys come.
+constexpr auto kRescanEvery = std::chrono::seconds(1);
+// A refusal of the same kind from the same address is logged at most this often.
+constexpr auto kLogEvery = std::chrono::seconds(60);
+// A ZAP request has 7 frames for CURVE; anything much longer is not from libzmq.
+constexpr std::size_t kMaxZapFrames = 16;
+
+std::string frame_text(const zmq::message_t& frame) { return std::string(frame.data<char>(), frame.size()); }
+
+std::string z85_of(const zmq::message_t& frame) {
+  if (frame.size() != 32) return "(a credential of " + std::to_string(frame.size()) + " bytes)";
+  char text[curve::kZ85KeyLength + 1] = {};
+  zmq_z85_encode(text, frame.data<std::uint8_t>(), frame.size());
+  return text;
+}
+
+// "ip:port" of a connected TCP socket, or nothing when it is gone already.
+std::optional<std::string> peer_of(int fd) {
+  sockaddr_storage address{};
+  socklen_t size = sizeof address;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&address), &size) != 0) return std::nullopt;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&address);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    return fmt::format("{}:{}", text, ntohs(in->sin_port));
+  }
+  if (address.ss_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(&address);
+    ::inet_ntop(AF_INET6, &in->sin6_addr, text, sizeof text);
+    return fmt::format("[{}]:{}", text, ntohs(in->sin6_port));
+  }
+  return std::nullopt;
+}
+
+// The host part of "ip:port" / "[ip6]:port" (refusals are rate-limited per host: ports change
+// with every reconnection).
+std::string host_of(const std::string& address) {
+  if (!address.empty() && address.front() == '[') return address.substr(1, address.find(']') - 1);
+  auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+std::string describe_protocol_error(std::uint32_t code) {
+  switch (code) {
+    case ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+      return "it does not use CURVE (an lagent without curve_server_key / curve_server_public_key_file?)";
+    case ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+      return "its CURVE handshake does not decrypt (it was given another public key for this lmaster)";
+    default:
+      return fmt::format("ZMTP handshake protocol error 0x{:08x}", code);
+  }
+}
+
+// Refusals, logged at once the first time and then at most once per kLogEvery for the same
+// host and reason, with the count of those held back.
+class RefusalLog {
+ public:
+  void refuse(const std::string& host, const std::string& reason, std::string line) {
+    auto now = Clock::now();
+    auto& entry = entries_[host + '\n' + reason];
+    if (entry.logged == Clock::time_point{} || now - entry.logged >= kLogEvery) {
+      spdlog::warn("{}", line);
+      entry.logged = now;
+      entry.held_back = 0;
+    } else {
+      ++entry.held_back;
+      entry.last_line = std::move(line);
+    }
+  }
+
+  // Logs what was held back for a whole kLogEvery and forgets quiet entries; returns when it
+  // needs to be called again.
+  std::optional<Clock::time_point> flush() {
+    auto now = Clock::now();
+    std::optional<Clock::time_point> next;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto& entry = it->second;
+      if (now - entry.logged >= kLogEvery) {
+        if (entry.held_back == 0) {
+          it = entries_.erase(it);
+          continue;
+        }
+        spdlog::warn("{} ({} more such refusals in the last {} s)", entry.last_line, entry.held_back,
+                     std::chrono::duration_cast<std::chrono::seconds>(kLogEvery).count());
+        entry.logged = now;
+        entry.held_back = 0;
+      }
+      auto due = entry.logged + kLogEvery;
+      if (!next || due < *next) next = due;
+      ++it;
+    }
+    return next;
+  }
+
+ private:
+  struct Entry {
+    Clock::time_point logged;
+    std::uint64_t held_back = 0;
+    std::string last_line;
+  };
+  std::map<std::string, Entry> entries_;
+};
+
+// The public keys in the allow-list directory, read again when its listing (names, sizes,
+// modification times) changes: looked at for every unknown key, and at most once a second for
+// known ones (so that a removed key is noticed at its next connection).
+class AllowList {
+ public:
+  explicit AllowList(std::string directory) : directory_(std::move(directory)) {}
+
+  const std::string& directory() const { return directory_; }
+
+  // The file a key came from, or nothing. An unknown key always looks at the listing again,
+  // so a .pub file copied in a moment ago counts (a refused client may not retry: libzmq 4.3).
+  std::optional<std::string> find(const std::string& key) {
+    refresh();
+    auto it = keys_.find(key);
+    if (it == keys_.end()) {
+      refresh(true);
+      it = keys_.find(key);
+    }
+    if (it == keys_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  std::size_t size() const { return keys_.size(); }
+
+  void refresh(bool force = false) {
+    auto now = Clock::now();
+    if (!force && now - checked_ < kRescanEvery) return;
+    checked_ = now;
+    std::error_code error;
+    std::string listing;
+    std::vector<fs::path> files;
+    for (fs::directory_iterator it(directory_, error), end; !error && it != end; it.increment(error)) {
+      const auto& path = it->path();
+      std::string name = path.filename().string();
+      if (name.empty() || name.front() == '.') continue;  // editors' and tools' temporary files
+      auto status = fs::status(path, error);
+      if (error) break;
+      if (!fs::is_regular_file(status)) continue;
+      auto size = fs::file_size(path, error);
+      auto time = fs::last_write_time(path, error);
+      if (error) break;
+      listing += fmt::format("{}\n{}\n{}\n", name, size, time.time_since_epoch().count());
+      files.push_back(path);
+    }
+    if (error) {
+      // Fail closed: an allow-list that cannot be read lets no one in.
+      if (!failed_)
+        spdlog::error("CURVE allow-list {}: {}; refusing every agent until it can be read", directory_,
+                      error.message());
+      failed_ = true;
+      keys_.clear();
+      listing_.clear();
+      return;
+    }
+    if (!failed_ && listing == listing_) return;
+    failed_ = false;
+    listing_ = std::move(listing);
+    load(files);
+  }
+
+ private:
+  void load(std::vector<fs::path> files) {
+    std::sort(files.begin(), files.end());
+    std::map<std::string, std::string> keys;
+    std::size_t skipped = 0;
+    for (const auto& path : files) {
+      std::string name = path.filename().string();
+      if (path.extension() != ".pub") {
+        if (path.extension() == ".key")
+          spdlog::warn("CURVE allow-list: ignoring {}: only *.pub files are read (and an agent's secret .key file "
+                       "belongs on that agent only)",
+                       path.string());
+        else
+          spdlog::info("CURVE allow-list: ignoring {}: only *.pub files are read", path.string());
+        ++skipped;
+        continue;
+      }
+      curve::KeyFile file;
+      try {
+        file = curve::read_key_file(path.string());
+      } catch (const std::exception& error) {
+        spdlog::error("CURVE allow-list: ignoring {}", error.what());
+        ++skipped;
+        continue;
+      }
+      if (!file.secret_key.empty())
+        spdlog::warn("CURVE allow-list: {} holds a secret key; only its public key is used (copy the agent's .pub "
+                     "file instead, and keep secret keys on their own host)",
+                     path.string());
+      std::string key = file.public_key.empty() ? curve::public_key_of(file.secret_key) : file.public_key;
+      auto [it, added] = keys.emplace(key, name);
+      if (!added) spdlog::warn("CURVE allow-list: {} holds the same key as {}", path.string(), it->second);
+    }
+    keys_ = std::move(keys);
+    spdlog::info("CURVE allow-list {}: {} agent key(s){}", directory_, keys_.size(),
+                 skipped ? fmt::format(" ({} file(s) ignored)", skipped) : "");
+  }
+
+  const std::string directory_;
+  std::map<std::string, std::string> keys_;  // Z85 public key -> file name
+  std::string listing_;
+  Clock::time_point checked_;
+  bool failed_ = false;
+};
+
+}  // namespace
+
+struct ZapHandler::State {
+  State(zmq::context_t& context_in, std::string directory, std::string public_key_in, std::string secret_key_in)
+      : context(context_in),
+        public_key(std::move(public_key_in)),
+        secret_key(std::move(secret_key_in)),
+        allowed(std::move(directory)),
+        zap(context, zmq::socket_type::rep) {}
+
+  zmq::context_t& context;
+  const std::string public_key;
+  const std::string secret_key;
+  AllowList allowed;
+  RefusalLog refusals;
+  zmq::socket_t zap;
+  std::optional<zmq::socket_t> monitor;
+  int stop_fd = -1;
+  std::thread thread;
+
+  std::atomic<std::uint64_t> accepted{0};
+  std::atomic<std::uint64_t> rejected{0};
+  std::atomic<std::uint64_t> failed_handshakes{0};
+
+  // Monitor bookkeeping: peer address per accepted socket, and the failure seen last (its
+  // DISCONNECTED event, which carries the socket, follows it at once on the same I/O thread).
+  std::map<int, std::string> peers;
+  std::optional<std::uint32_t> failure_event;
+  std::uint32_t failure_value = 0;
+
+  void run() {
+    for (;;) {
+      zmq::pollitem_t items[] = {{zap.handle(), 0, ZMQ_POLLIN, 0},
+                                 {monitor->handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, stop_fd, ZMQ_POLLIN, 0}};
+      auto next = refusals.flush();
+      long timeout = -1;
+      if (next)
+        timeout = std::max<long>(
+            0, std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count() + 1);
+      try {
+        zmq::poll(items, 3, std::chrono::milliseconds(timeout));
+        if (items[2].revents & ZMQ_POLLIN) return;
+        if (items[0].revents & ZMQ_POLLIN) serve_request();
+        if (items[1].revents & ZMQ_POLLIN) read_events();
+      } catch (const zmq::error_t& error) {
+        if (error.num() == ETERM) return;
+        // Keep serving: while this thread runs, unknown keys stay out.
+        spdlog::error("CURVE ZAP handler: {}", error.what());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no busy loop on a persistent error
+      } catch (const std::exception& error) {
+        spdlog::error("CURVE ZAP handler: {}", error.what());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
+
+  void reply(const zmq::message_t& request_id, std::string_view status, std::string_view text,
+             std::string_view user_id) {
+    zmq::message_t id(request_id.data(), request_id.size());
+    zap.send(zmq::str_buffer("1.0"), zmq::send_flags::sndmore);
+    zap.send(id, zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(status), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(text), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(user_id), zmq::send_flags::sndmore);
+    zap.send(zmq::message_t(), zmq::send_flags::none);  // no metadata
+  }
+
+  // One RFC 27 request: version, request id, domain, address, identity, mechanism, credentials.
+  void serve_request() {
+    std::vector<zmq::message_t> frames;
+    do {
+      zmq::message_t frame;
+      if (!zap.recv(frame, zmq::recv_flags::dontwait)) break;
+      if (frames.size() < kMaxZapFrames) frames.push_back(std::move(frame));
+    } while (zap.get(zmq::sockopt::rcvmore));
+    if (frames.size() < 6 || frame_text(frames[0]) != "1.0") {
+      // REP must answer something; libzmq treats a malformed request's 500 as a refusal.
+      spdlog::error("CURVE ZAP handler: malformed request ({} frames)", frames.size());
+      zmq::message_t none;
+      reply(frames.size() > 1 ? frames[1] : none, "500", "malformed ZAP request", "");
+      return;
+    }
+    std::string address = frame_text(frames[3]);
+    std::string mechanism = frame_text(frames[5]);
+    if (mechanism != "CURVE" || frames.size() < 7) {
+      ++rejected;
+      refusals.refuse(address, "mechanism " + mechanism,
+                      fmt::format("CURVE: refused a peer at {}: it does not use CURVE (ZMTP mechanism {})", address,
+                                  mechanism));
+      reply(frames[1], "400", "CURVE required", "");
+      return;
+    }
+    std::string key = z85_of(frames[6]);
+    if (auto file = allowed.find(key)) {
+      ++accepted;
+      spdlog::info("CURVE: agent at {} let in (key {} from {})", address, key, *file);
+      auto user = fs::path(*file).stem().string();
+      reply(frames[1], "200", "OK", user);
+      return;
+    }
+    ++rejected;
+    refusals.refuse(address, "key " + key,
+                    fmt::format("CURVE: refused an agent at {}: its public key {} is not in the allow-list {} "
+                                "(copy its .pub file there to let it in)",
+                                address, key, allowed.directory()));
+    reply(frames[1], "400", "public key not allowed", "");
+  }
+
+  // Socket monitor events (v1: a 6-byte frame with event and value, then the endpoint).
+  void read_events() {
+    for (;;) {
+      zmq::message_t header;
+      if (!monitor->recv(header, zmq::recv_flags::dontwait)) return;
+      zmq::message_t endpoint;
+      if (header.more()) {
+        while (monitor->recv(endpoint, zmq::recv_flags::dontwait) && endpoint.more()) {
+        }
+      }
+      if (header.size() < 6) continue;
+      std::uint16_t event = 0;
+      std::uint32_t value = 0;
+      std::memcpy(&event, header.data<char>(), sizeof event);
+      std::memcpy(&value, header.data<char>() + 2, sizeof value);
+      handle_event(event, value);
+    }
+  }
+
+  void handle_event(std::uint16_t event, std::uint32_t value) {
+    switch (event) {
+      case ZMQ_EVENT_ACCEPTED: {
+        // Read now: the socket may be closed soon after (a refused handshake is quick). If it is
+        // gone already, the refusal is logged without a port.
+        int fd = static_cast<int>(value);
+        if (auto peer = peer_of(fd)) peers[fd] = *peer;
+        else peers.erase(fd);
+        break;
+      }
+      case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+      case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+      case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+        failure_event = event;
+        failure_value = value;
+        break;
+      case ZMQ_EVENT_DISCONNECTED: {
+        int fd = static_cast<int>(value);
+        std::string peer = "an address lmaster could not read (the connection closed at once)";
+        if (auto it = peers.find(fd); it != peers.end()) {
+          peer = it->second;
+          peers.erase(it);
+        }
+        if (failure_event) report_failure(*failure_event, failure_value, peer);
+        failure_event.reset();
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  void report_failure(std::uint16_t event, std::uint32_t value, const std::string& peer) {
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+      spdlog::debug("CURVE: handshake with {} refused by ZAP (status {})", peer, value);  // logged by ZAP
+      return;
+    }
+    ++failed_handshakes;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+      // Closed during the handshake: a port scan, a health check, or a peer that gave up.
+      spdlog::debug("CURVE: handshake with {} did not finish: {}", peer, zmq_strerror(static_cast<int>(value)));
+      return;
+    }
+    std::string reason = describe_protocol_error(value);
+    refusals.refuse(host_of(peer), reason, fmt::format("CURVE: refused a peer at {}: {}", peer, reason));
+  }
+};
+
+ZapHandler::ZapHandler(zmq::context_t& context, std::string allowed_keys_dir, std::string public_key,
+                       std::string secret_key)
+    : state_(std::make_unique<State>(context, std::move(allowed_keys_dir), std::move(public_key),
+                                     std::move(secret_key))) {
+  curve::require("[lmaster] curve = true");
+  auto& s = *state_;
+  s.zap.set(zmq::sockopt::linger, 0);
+  try {
+    s.zap.bind(kZapEndpoint);
+  } catch (const zmq::error_t& error) {
+    throw std::runtime_error(fmt::format("cannot start the CURVE ZAP handler on {}: {}", kZapEndpoint, error.what()));
+  }
+  s.allowed.refresh(true);
+  s.stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s.stop_fd < 0) throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+}
+
+ZapHandler::~ZapHandler() {
+  auto& s = *state_;
+  if (s.thread.joinable()) {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(s.stop_fd, &one, sizeof one);
+    s.thread.join();
+  }
+  ::close(s.stop_fd);
+}
+
+void ZapHandler::secure(zmq::socket_t& server) {
+  auto& s = *state_;
+  if (s.thread.joinable()) throw std::logic_error("ZapHandler::secure called twice");
+  server.set(zmq::sockopt::curve_server, true);
+  server.set(zmq::sockopt::curve_secretkey, s.secret_key);
+  server.set(zmq::sockopt::curve_publickey, s.public_key);
+  server.set(zmq::sockopt::zap_domain, "fructosa");
+  if (zmq_socket_monitor(server.handle(), kMonitorEndpoint,
+                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+    throw std::runtime_error(fmt::format("cannot monitor the agents' socket: {}", zmq_strerror(zmq_errno())));
+  s.monitor.emplace(s.context, zmq::socket_type::pair);
+  s.monitor->set(zmq::sockopt::linger, 0);
+  s.monitor->connect(kMonitorEndpoint);
+  spdlog::info("CURVE on: lmaster public key {}; agents let in: the *.pub keys in {} ({} now)", s.public_key,
+               s.allowed.directory(), s.allowed.size());
+  // The sockets move to the new thread here (thread creation orders the memory, as ZeroMQ
+  // requires for handing a socket over); from now on only that thread touches them.
+  s.thread = std::thread([&s] { s.run(); });
+}
+
+CurveCounters ZapHandler::counters() const {
+  return {state_->accepted.load(), state_->rejected.load(), state_->failed_handshakes.load()};
+}
+
+std::unique_ptr<ZapHandler> start_curve(zmq::context_t& context, const MasterConfig& config) {
+  if (!config.curve) return nullptr;
+  return std::make_unique<ZapHandler>(context, config.curve_allowed_keys_dir, config.curve_public_key,
+                                      config.curve_secret_key);
+}
+
+}  // namespace fructosa::master
