@@ -99,7 +99,7 @@ void AgentRegistry::check(std::int64_t now_ns) {
 
 void AgentRegistry::add_metrics(Sample& sample) const {
   for (const auto& [host, record] : agents_) {
-    std::string prefix = "agents." + host;
+    std::string prefix = "agent." + host;
     sample.metrics.push_back({prefix + ".up", record.up ? 1.0 : 0.0});
     sample.metrics.push_back({prefix + ".last_seen", static_cast<double>(record.last_seen_ns) / kNs});
     sample.metrics.push_back({prefix + ".rate", record.rate});
@@ -108,7 +108,7 @@ void AgentRegistry::add_metrics(Sample& sample) const {
 }
 
 void AgentRegistry::describe(MetricInfoStore& infos, const std::string& sensor, const std::string& host) {
-  std::string prefix = "agents." + host;
+  std::string prefix = "agent." + host;
   infos.remember(sensor, prefix + ".up", MetricInfo{"bool", Kind::gauge, "1 while agent " + host + " reports, 0 once silent"});
   infos.remember(sensor, prefix + ".last_seen", MetricInfo{"timestamp", Kind::gauge, "when agent " + host + " was last heard"});
   infos.remember(sensor, prefix + ".rate", MetricInfo{"count", Kind::gauge, "points per second accepted from " + host});

@@ -1,6 +1,6 @@
 // Which agents lmaster knows, and whether they still report: last-seen time, address, rate and
 // backlog per host. A host that falls silent for `timeout` seconds is "down" (a log line and
-// `agents.<host>.up` = 0 in the lmaster sensor) until it is heard again. The table is written to
+// `agent.<host>.up` = 0 in the lmaster sensor) until it is heard again. The table is written to
 // <data_dir>/agents.json, which `lmaster status` prints and the next lmaster reads back, so a
 // node that never returns after a master restart is still reported down.
 #pragma once
@@ -47,7 +47,7 @@ class AgentRegistry {
   void heartbeat(const std::string& host, std::uint64_t sent_sequence);
   // Marks silent hosts down (with a log line), updates rates; call about once a second.
   void check(std::int64_t now_ns);
-  // agents.<host>.up/.last_seen/.rate/.backlog into the lmaster sensor's sample, and their catalog.
+  // agent.<host>.up/.last_seen/.rate/.backlog into the lmaster sensor's sample, and their catalog.
   void add_metrics(Sample& sample) const;
   static void describe(MetricInfoStore& infos, const std::string& sensor, const std::string& host);
   // Writes the status file (atomically: a reader never sees half of it).

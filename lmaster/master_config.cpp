@@ -100,7 +100,7 @@ const OptionTable& master_options() {
        .min = 0.1},
       {.name = "agent_timeout", .type = OptionType::real, .default_value = "15",
        .help = "seconds without any message (batch or heartbeat) after which an agent counts as "
-               "down: a log line, agents.<host>.up = 0 in the lmaster sensor, and `lmaster "
+               "down: a log line, agent.<host>.up = 0 in the lmaster sensor, and `lmaster "
                "status` says so (agents send a heartbeat every 5 s when idle)",
        .min = 1},
       {.name = "curve", .type = OptionType::boolean, .default_value = "false",

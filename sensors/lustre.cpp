@@ -15,11 +15,13 @@
 //
 // Keys, with <fs> the fsname (made unique with "#1", "#2" when one file system is mounted
 // twice, in the instances' order):
-//   <fs>.<name>        the count (samples) of every counter line: read_bytes and write_bytes
+//   <fs>.<name>.count  the count (samples) of every counter line: read_bytes and write_bytes
 //                      (read/write calls), open, close, getattr, setattr, statfs, seek, fsync,
 //                      mmap, ...;
 //   <fs>.<name>.bytes  the sum of a [bytes] line: <fs>.read_bytes.bytes is the bytes read;
 //   <fs>.<name>.time   the sum of a [usecs] line / 1e6: seconds spent in that operation.
+// (The count is not <fs>.<name> itself: no key may be a prefix of another, or Elasticsearch,
+// which nests dotted fields, would refuse the document.)
 // A counter appears when it first counts (Lustre omits lines of counters that are still 0).
 //
 // Availability: no llite instance under either root is "unavailable" with the reason (no
@@ -64,14 +66,14 @@ const OptionTable kOptions{
 };
 
 const Catalog kCatalog{
-    {"*.read_bytes", Unit::count, Kind::counter, "read calls on this Lustre mount"},
-    {"*.write_bytes", Unit::count, Kind::counter, "write calls on this Lustre mount"},
+    {"*.read_bytes.count", Unit::count, Kind::counter, "read calls on this Lustre mount"},
+    {"*.write_bytes.count", Unit::count, Kind::counter, "write calls on this Lustre mount"},
     {"*.read_bytes.bytes", Unit::bytes, Kind::counter, "bytes read from this Lustre mount"},
     {"*.write_bytes.bytes", Unit::bytes, Kind::counter, "bytes written to this Lustre mount"},
     {"*.*.bytes", Unit::bytes, Kind::counter, "sum of another [bytes] llite statistic (osc_read, ...)"},
     {"*.*.time", Unit::seconds, Kind::counter,
      "time spent in this operation, sum of its [usecs] latencies (Lustre >= 2.12)"},
-    {"*.*", Unit::count, Kind::counter,
+    {"*.*.count", Unit::count, Kind::counter,
      "llite operations of this kind on the mount (open, close, getattr, setattr, statfs, seek, "
      "fsync, mmap, ...)"},
 };
@@ -132,7 +134,9 @@ class LustreSensor final : public Sensor {
       if (!parse_uint(next_field(line), count) || next_field(line) != "samples") continue;
       std::string_view unit = next_field(line);
       key_.assign(prefix).append(key_component(name));
-      out.set(key_, static_cast<double>(count));
+      const std::size_t stem = key_.size();
+      out.set(key_.append(".count"), static_cast<double>(count));
+      key_.resize(stem);
       std::uint64_t min = 0, max = 0, sum = 0;
       if (!parse_uint(next_field(line), min) || !parse_uint(next_field(line), max) ||
           !parse_uint(next_field(line), sum))

@@ -25,7 +25,7 @@
 // on the number of events: as many as asked are opened. Keys are the event names, cumulative
 // since the counters were opened (a counter; clock events in seconds). The scaled estimate
 // can dip when the multiplexing pattern changes: the value reported never goes below the one
-// reported before, so rates stay non-negative. `scaling = true` adds "<event>.scaling", the
+// reported before, so rates stay non-negative. `scaling = true` adds "scaling.<event>", the
 // enabled/running ratio over the CPUs (1: counted all the time; 4: seen a quarter of the time).
 //
 // Unavailable events: each event is first tried system-wide on the first online CPU (the same
@@ -233,7 +233,7 @@ const OptionTable kOptions{
     {.name = "scaling",
      .type = OptionType::boolean,
      .default_value = "false",
-     .help = "also report <event>.scaling: time enabled / time running (> 1 when the event was "
+     .help = "also report scaling.<event>: time enabled / time running (> 1 when the event was "
              "multiplexed and its count scaled up)"},
     {.name = "exclude_kernel",
      .type = OptionType::boolean,
@@ -248,7 +248,7 @@ const OptionTable kOptions{
 };
 
 const Catalog kCatalog{
-    {"*.scaling", Unit::none, Kind::gauge,
+    {"scaling.*", Unit::none, Kind::gauge,
      "time enabled / time running of the event over the CPUs (1: counted all the time; > 1: "
      "multiplexed and scaled up by this); with scaling = true"},
     {"jobs_counted", Unit::count, Kind::gauge,
@@ -378,7 +378,7 @@ struct Target {
 
 struct Event {
   std::string name;
-  std::string scaling_key;  // name + ".scaling"
+  std::string scaling_key;  // "scaling." + name (not name + ".scaling": no key may prefix another)
   perf::EventCode code;
   bool available = false;
   std::string reason;  // why not, when not
@@ -404,7 +404,7 @@ class PerfHwSensor final : public Sensor {
         continue;
       }
       if (!seen.insert(name).second) continue;  // listed twice: counted once
-      events_.push_back({name, name + ".scaling", *code, false, {}});
+      events_.push_back({name, "scaling." + name, *code, false, {}});
     }
     if (!unknown.empty())
       throw ConfigError(fmt::format(

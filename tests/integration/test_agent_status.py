@@ -24,15 +24,15 @@ class AgentStatusTest(FructosaTestCase):
         return result.returncode, result.stdout
 
     def latest_up(self, host):
-        """The last agents.<host>.up value lmaster printed (None before any)."""
-        values = re.findall(rf"agents\.{host}\.up=(\d)", read_text(self.path("lmaster.out")))
+        """The last agent.<host>.up value lmaster printed (None before any)."""
+        values = re.findall(rf"agent\.{host}\.up=(\d)", read_text(self.path("lmaster.out")))
         return int(values[-1]) if values else None
 
     def test_up_metric_log_lines_and_status_table(self):
         master, port = self.start_master(self.EXTRA)
         config = self.agent_config(port, ["VirtualMemory"])
         agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config)])
-        wait_for(lambda: self.latest_up("testnode") == 1, timeout=30, what="agents.testnode.up = 1")
+        wait_for(lambda: self.latest_up("testnode") == 1, timeout=30, what="agent.testnode.up = 1")
         wait_for(lambda: any(l.startswith("testnode ") for l in self.status()[1].splitlines()), timeout=10,
                  what="testnode in lmaster status")
         code, table = self.status()
@@ -43,7 +43,7 @@ class AgentStatusTest(FructosaTestCase):
 
         # The node goes away: lmaster says so in its log, its metric and its table.
         self.assertEqual(self.stop(agent), 0, read_text(self.path("lagent.err")))
-        wait_for(lambda: self.latest_up("testnode") == 0, timeout=30, what="agents.testnode.up = 0")
+        wait_for(lambda: self.latest_up("testnode") == 0, timeout=30, what="agent.testnode.up = 0")
         self.assertIn("agent testnode stopped reporting", read_text(self.path("lmaster.err")))
         wait_for(lambda: " NO " in next((l for l in self.status()[1].splitlines() if l.startswith("testnode ")), ""),
                  timeout=10, what="testnode down in lmaster status")
@@ -63,7 +63,7 @@ class AgentStatusTest(FructosaTestCase):
         # The node comes back.
         port = wait_for(lambda: self.listening_port(self.path("lmaster.err")), what="restarted lmaster port")
         agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", self.agent_config(port, ["VirtualMemory"]))])
-        wait_for(lambda: self.latest_up("testnode") == 1, timeout=30, what="agents.testnode.up = 1 again")
+        wait_for(lambda: self.latest_up("testnode") == 1, timeout=30, what="agent.testnode.up = 1 again")
         self.assertRegex(read_text(self.path("lmaster.err")), r"agent testnode reports again")
         self.assertEqual(self.stop(agent), 0)
         self.assertEqual(self.stop(master), 0)

@@ -477,20 +477,20 @@ TEST(HwBackendLustre, ProcfsStatsOfALustre25Client) {
   auto probe = make("Lustre", root + "/proc", root + "/sys");
   auto values = read(probe);
   expect_catalogued("Lustre", values);
-  EXPECT_EQ(values.at("scratch.read_bytes"), 17);
+  EXPECT_EQ(values.at("scratch.read_bytes.count"), 17);
   EXPECT_EQ(values.at("scratch.read_bytes.bytes"), 30511233);
-  EXPECT_EQ(values.at("scratch.write_bytes"), 11);
+  EXPECT_EQ(values.at("scratch.write_bytes.count"), 11);
   EXPECT_EQ(values.at("scratch.write_bytes.bytes"), 16252700);
   EXPECT_EQ(values.at("scratch.osc_read.bytes"), 30511233);
-  EXPECT_EQ(values.at("scratch.open"), 8);
-  EXPECT_EQ(values.at("scratch.close"), 8);
-  EXPECT_EQ(values.at("scratch.getattr"), 26);
-  EXPECT_EQ(values.at("scratch.statfs"), 1);
-  EXPECT_EQ(values.at("scratch.inode_permission"), 41);
-  EXPECT_EQ(values.count("scratch.snapshot_time"), 0u);
+  EXPECT_EQ(values.at("scratch.open.count"), 8);
+  EXPECT_EQ(values.at("scratch.close.count"), 8);
+  EXPECT_EQ(values.at("scratch.getattr.count"), 26);
+  EXPECT_EQ(values.at("scratch.statfs.count"), 1);
+  EXPECT_EQ(values.at("scratch.inode_permission.count"), 41);
+  EXPECT_EQ(values.count("scratch.snapshot_time.count"), 0u);
   EXPECT_EQ(values.size(), 20u + 4u);  // 20 counter lines, 4 of them [bytes]
   EXPECT_EQ(metric_info("Lustre", "scratch.read_bytes.bytes").unit, "bytes");
-  EXPECT_EQ(metric_info("Lustre", "scratch.open").unit, "count");
+  EXPECT_EQ(metric_info("Lustre", "scratch.open.count").unit, "count");
 }
 
 TEST(HwBackendLustre, DebugfsStatsOfALustre215ClientWithTwoMountsOfOneFileSystem) {
@@ -498,23 +498,23 @@ TEST(HwBackendLustre, DebugfsStatsOfALustre215ClientWithTwoMountsOfOneFileSystem
   auto probe = make("Lustre", root + "/proc", root + "/sys");
   auto values = read(probe);
   expect_catalogued("Lustre", values);
-  EXPECT_EQ(values.at("scratch.read_bytes"), 1234);
+  EXPECT_EQ(values.at("scratch.read_bytes.count"), 1234);
   EXPECT_EQ(values.at("scratch.read_bytes.bytes"), 987654321);
   EXPECT_EQ(values.at("scratch.write_bytes.bytes"), 456789012);
   EXPECT_DOUBLE_EQ(values.at("scratch.open.time"), 0.045678);
-  EXPECT_EQ(values.at("scratch.open"), 345);
-  EXPECT_EQ(values.at("scratch.ioctl"), 12);
-  EXPECT_EQ(values.at("scratch.opencount"), 345);
+  EXPECT_EQ(values.at("scratch.open.count"), 345);
+  EXPECT_EQ(values.at("scratch.ioctl.count"), 12);
+  EXPECT_EQ(values.at("scratch.opencount.count"), 345);
   EXPECT_EQ(values.count("scratch.opencount.bytes") + values.count("scratch.opencount.time"), 0u);
   EXPECT_EQ(values.at("scratch#1.read_bytes.bytes"), 73728);
-  EXPECT_EQ(values.at("scratch#1.getattr"), 4);
+  EXPECT_EQ(values.at("scratch#1.getattr.count"), 4);
   EXPECT_EQ(values.at("home.write_bytes.bytes"), 204800);
-  EXPECT_EQ(values.at("home.statfs"), 1);
+  EXPECT_EQ(values.at("home.statfs.count"), 1);
   EXPECT_DOUBLE_EQ(values.at("home.statfs.time"), 70e-6);
   for (const char* line : {"snapshot_time", "start_time", "elapsed_time"})
-    EXPECT_EQ(values.count(std::string("scratch.") + line), 0u) << line;
+    EXPECT_EQ(values.count(std::string("scratch.") + line + ".count"), 0u) << line;
   EXPECT_EQ(metric_info("Lustre", "scratch.open.time").unit, "seconds");
-  EXPECT_EQ(metric_info("Lustre", "scratch#1.read_bytes").kind, Kind::counter);
+  EXPECT_EQ(metric_info("Lustre", "scratch#1.read_bytes.count").kind, Kind::counter);
 }
 
 TEST(HwBackendLustre, UnmountedFileSystemIsDroppedAndNoneIsUnavailable) {
@@ -522,11 +522,11 @@ TEST(HwBackendLustre, UnmountedFileSystemIsDroppedAndNoneIsUnavailable) {
   std::string llite = copy_tree(temp, kFixtures + "/lustre/v2.15/sys/kernel/debug/lustre/llite",
                                 "sys/kernel/debug/lustre/llite");
   auto probe = make("Lustre", temp.path() + "/proc", temp.path() + "/sys");
-  EXPECT_EQ(read(probe).count("home.open"), 1u);
+  EXPECT_EQ(read(probe).count("home.open.count"), 1u);
   fs::remove_all(llite + "/home-ffff9a1c07a1d000");
   auto values = read(probe);
-  EXPECT_EQ(values.count("home.open"), 0u);
-  EXPECT_EQ(values.at("scratch.open"), 345);
+  EXPECT_EQ(values.count("home.open.count"), 0u);
+  EXPECT_EQ(values.at("scratch.open.count"), 345);
   fs::remove_all(llite);
   EXPECT_NE(unavailable(probe).find("no Lustre client mount"), std::string::npos) << unavailable(probe);
 }
