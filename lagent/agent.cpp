@@ -1,5 +1,6 @@
 #include "agent.h"
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -60,9 +61,14 @@ double thread_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
 }
 
-std::string endpoint_of(const AgentConfig& config) {
-  return fmt::format("tcp://{}:{}", config.master_host, config.master_port);
+// Every lmaster of [lmaster] host, as tcp:// endpoints in failover order.
+std::vector<std::string> endpoints_of(const AgentConfig& config) {
+  std::vector<std::string> endpoints;
+  for (const auto& master : config.masters) endpoints.push_back(fmt::format("tcp://{}:{}", master.host, master.port));
+  return endpoints;
 }
+
+std::string endpoint_of(const AgentConfig& config) { return fmt::format("{}", fmt::join(endpoints_of(config), ", ")); }
 
 // Where readings go; swapped when a reload points the agent at another master.
 class SenderSlot {
@@ -133,7 +139,8 @@ class Agent {
  private:
   std::shared_ptr<Sender> make_sender(const AgentConfig& config) {
     SenderSettings settings;
-    settings.endpoint = endpoint_of(config);
+    settings.endpoints = endpoints_of(config);
+    settings.failover_after = std::max(2.0, 3 * config.heartbeat_interval);
     settings.host = config.host;
     settings.heartbeat_interval = config.heartbeat_interval;
     settings.curve_server_key = config.curve_server_key;

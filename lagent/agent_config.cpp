@@ -12,7 +12,9 @@ namespace fructosa::agent {
 const OptionTable& master_link_options() {
   static const OptionTable table{
       {.name = "host", .type = OptionType::text, .default_value = "127.0.0.1",
-       .help = "the lmaster to send to (name or address)"},
+       .help = "the lmaster to send to (name or address), or several separated by commas, each "
+               "optionally with :port (a, b:7999, [::1]:7888): the agent sends to the first and "
+               "moves to the next when the one it sends to stays silent for 3 heartbeat intervals"},
       {.name = "incoming data port", .type = OptionType::integer, .default_value = "7888",
        .help = "the lmaster's port", .min = 1, .max = 65535},
       {.name = "curve_server_public_key_file", .type = OptionType::text, .default_value = "",
@@ -51,6 +53,34 @@ const OptionTable& agent_options() {
        .min = 65536},
   };
   return table;
+}
+
+// "a, b:7999, [::1]:7888" -> masters; a bad port is a ConfigError.
+std::vector<AgentConfig::Master> parse_masters(const std::string& text, int default_port) {
+  std::vector<AgentConfig::Master> masters;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    auto comma = text.find(',', start);
+    std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    auto first = entry.find_first_not_of(" \t");
+    if (first == std::string::npos) continue;
+    entry = entry.substr(first, entry.find_last_not_of(" \t") - first + 1);
+    AgentConfig::Master master{entry, default_port};
+    auto colon = entry.rfind(':');
+    bool bracketed = !entry.empty() && entry.front() == '[';
+    if (colon != std::string::npos && (!bracketed || entry[colon - 1] == ']') &&
+        (bracketed || entry.find(':') == colon)) {
+      std::string port = entry.substr(colon + 1);
+      char* end = nullptr;
+      long value = std::strtol(port.c_str(), &end, 10);
+      if (port.empty() || *end != '\0' || value < 1 || value > 65535)
+        throw ConfigError(fmt::format("'{}' has a bad port '{}'", entry, port));
+      master = {entry.substr(0, colon), static_cast<int>(value)};
+    }
+    masters.push_back(master);
+  }
+  return masters;
 }
 
 std::string short_hostname() {
@@ -162,8 +192,22 @@ AgentConfig load_agent_config(const std::string& path) {
       if (candidate.key == "regex" || (!entry && candidate.key == "scheduler")) entry = &candidate;
     throw ConfigError(fmt::format("{}: {}", file.where(*jobs, entry), error.what()));
   }
-  config.master_host = master.get_text("host");
   config.master_port = static_cast<int>(master.get_int("incoming data port"));
+  {
+    const IniSection* link = file.find("lmaster");
+    const IniEntry* host_entry = nullptr;
+    if (link)
+      for (const auto& entry : link->entries)
+        if (entry.key == "host") host_entry = &entry;
+    auto where = [&] { return link ? file.where(*link, host_entry) : path; };
+    try {
+      config.masters = parse_masters(master.get_text("host"), config.master_port);
+    } catch (const ConfigError& error) {
+      throw ConfigError(fmt::format("{}: {}", where(), error.what()));
+    }
+    if (config.masters.empty()) throw ConfigError(fmt::format("{}: names no lmaster", where()));
+  }
+  config.master_host = config.masters.front().host;
   load_curve_keys(file, master, config);
   config.host = agent.get_text("host").empty() ? short_hostname() : agent.get_text("host");
   config.roots.proc = agent.get_text("proc_root");

@@ -19,8 +19,14 @@ struct SensorConfig {
 
 struct AgentConfig {
   std::string path;
-  std::string master_host;
+  std::string master_host;  // the first lmaster (FrUCToSA's single one)
   int master_port = 7888;
+  struct Master {
+    std::string host;  // a name, an IPv4 address or a bracketed IPv6 one
+    int port = 7888;
+    bool operator==(const Master&) const = default;
+  };
+  std::vector<Master> masters;  // [lmaster] host = a, b:7999, ...: failover order
   // CURVE, Z85 text read from the key files at load; empty server key: CURVE off.
   std::string curve_server_key;
   std::string curve_public_key;
@@ -44,5 +50,8 @@ AgentConfig load_agent_config(const std::string& path);
 
 // This machine's short host name (up to the first dot), as FrUCToSA names nodes.
 std::string short_hostname();
+
+// [lmaster] host: "a, b:7999, [::1]:7888" (ports default to `default_port`). Throws ConfigError.
+std::vector<AgentConfig::Master> parse_masters(const std::string& text, int default_port);
 
 }  // namespace fructosa::agent

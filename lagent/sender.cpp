@@ -66,6 +66,10 @@ struct Sender::State {
   // backing off from 5 s to 60 s, so that adding the agent's key to lmaster is enough.
   zmq::socket_t monitor{context, zmq::socket_type::pair};
   Clock::time_point reconnect_at = Clock::time_point::max();
+  // Failover among settings.endpoints: the one connected now, and when it last said anything.
+  std::size_t current_endpoint = 0;
+  Clock::time_point last_heard = Clock::now();
+  const std::string& endpoint() const { return settings.endpoints[current_endpoint]; }
   std::chrono::seconds reconnect_backoff{5};
   bool refused = false;
   AgentDictionary dictionary;
@@ -185,30 +189,24 @@ struct Sender::State {
   }
 
   void handle(const zmq::message_t& message) {
+    last_heard = Clock::now();
     Message decoded;
     try {
       decoded = decode(message.data(), message.size());
     } catch (const ProtocolError& error) {
-      spdlog::warn("ignoring a message from lmaster {}: {}", settings.endpoint, error.what());
+      spdlog::warn("ignoring a message from lmaster {}: {}", endpoint(), error.what());
       return;
     }
     if (decoded.type == MessageType::ack) {
       acknowledged(decoded.sequence);
     } else if (decoded.type == MessageType::resync) {
       spdlog::info("lmaster {} asked for a resync ({}); sending the dictionary and {} unacknowledged batches",
-                   settings.endpoint, decoded.reason, spool->stats().batches);
-      // Whatever still waits is for a master that does not know us: it all goes again.
-      outbox.clear();
-      in_flight.clear();
-      in_flight_bytes = 0;
-      send_hello();
-      post(dictionary.encode_everything());
-      next_to_send = spool->first_sequence();
-      send_unsent();
+                   endpoint(), decoded.reason, spool->stats().batches);
+      send_everything_again();
       ++counters.resyncs;
       publish_counters();
     } else {
-      spdlog::warn("ignoring an unexpected {} message from lmaster {}", to_string(decoded.type), settings.endpoint);
+      spdlog::warn("ignoring an unexpected {} message from lmaster {}", to_string(decoded.type), endpoint());
     }
   }
 
@@ -243,7 +241,7 @@ struct Sender::State {
     std::memcpy(&id, event.data(), sizeof id);
     std::memcpy(&value, static_cast<const char*>(event.data()) + 2, sizeof value);
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      if (refused) spdlog::info("lmaster {} accepted this agent", settings.endpoint);
+      if (refused) spdlog::info("lmaster {} accepted this agent", endpoint());
       refused = false;
       reconnect_backoff = std::chrono::seconds(5);
       return;
@@ -257,21 +255,55 @@ struct Sender::State {
     else
       why = "the CURVE handshake failed: is curve_server_public_key_file lmaster's public key?";
     if (!refused)
-      spdlog::error("lmaster {} refused this agent: {}; retrying in {} s (and backing off to 60 s)", settings.endpoint,
+      spdlog::error("lmaster {} refused this agent: {}; retrying in {} s (and backing off to 60 s)", endpoint(),
                     why, reconnect_backoff.count());
     refused = true;
     reconnect_at = Clock::now() + reconnect_backoff;
     reconnect_backoff = std::min(reconnect_backoff * 2, std::chrono::seconds(60));
   }
 
+  // The master sent nothing for failover_after (it acknowledges batches and heartbeats): move to
+  // the next one; it gets Hello, the dictionary and every unacknowledged batch from the spool.
+  void fail_over_if_due() {
+    if (settings.endpoints.size() < 2) return;
+    auto now = Clock::now();
+    if (now - last_heard < std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(settings.failover_after)))
+      return;
+    std::string silent = endpoint();
+    try {
+      socket.disconnect(silent);
+    } catch (const zmq::error_t&) {
+    }
+    current_endpoint = (current_endpoint + 1) % settings.endpoints.size();
+    spdlog::warn("lmaster {} has said nothing for {:.0f} s: sending to {} instead", silent, settings.failover_after,
+                 endpoint());
+    socket.connect(endpoint());
+    last_heard = now;
+    reconnect_at = Clock::time_point::max();
+    send_everything_again();
+    ++counters.failovers;
+    publish_counters();
+  }
+
+  // Whatever still waits is for a master that does not know us: it all goes again.
+  void send_everything_again() {
+    outbox.clear();
+    in_flight.clear();
+    in_flight_bytes = 0;
+    send_hello();
+    post(dictionary.encode_everything());
+    next_to_send = spool->first_sequence();
+    send_unsent();
+  }
+
   void reconnect_if_due() {
     if (Clock::now() < reconnect_at) return;
     reconnect_at = Clock::time_point::max();
     try {
-      socket.disconnect(settings.endpoint);
+      socket.disconnect(endpoint());
     } catch (const zmq::error_t&) {  // already gone: fine
     }
-    socket.connect(settings.endpoint);
+    socket.connect(endpoint());
   }
 
   void run() {
@@ -299,6 +331,7 @@ struct Sender::State {
       zmq::poll(items, 3, std::chrono::milliseconds(std::max<long>(0, timeout)));
       if (items[2].revents & ZMQ_POLLIN) handle_monitor_event();
       reconnect_if_due();
+      if (spool) fail_over_if_due();
 
       if (items[1].revents & ZMQ_POLLIN) {
         std::uint64_t ignored;
@@ -367,7 +400,7 @@ Sender::Sender(SenderSettings settings) : state_(std::make_unique<State>(std::mo
                              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
     throw std::runtime_error(fmt::format("zmq_socket_monitor: {}", zmq_strerror(zmq_errno())));
   s.monitor.connect(monitor_endpoint);
-  s.socket.connect(s.settings.endpoint);
+  s.socket.connect(s.endpoint());
   s.next_heartbeat = Clock::now();
   s.thread = std::thread([&s] {
     try {

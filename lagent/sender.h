@@ -16,7 +16,10 @@
 namespace fructosa::agent {
 
 struct SenderSettings {
-  std::string endpoint;  // tcp://host:port
+  // tcp://host:port of each lmaster, in order: the agent sends to one and moves to the next
+  // when the one it sends to has said nothing (no ack) for `failover_after` seconds.
+  std::vector<std::string> endpoints;
+  double failover_after = 15.0;
   std::string host;      // the name this agent reports as
   double heartbeat_interval = 5.0;
   std::size_t max_unacked_batches = 1000;  // sent, not yet acknowledged; the rest wait in the spool

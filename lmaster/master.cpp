@@ -349,6 +349,9 @@ class Master {
       case MessageType::heartbeat:
         if (peer.host.empty()) return ask_resync(router, identity, peer, "unknown agent");
         registry_->heartbeat(peer.host, message.sequence);
+        // Answered with the last accepted batch, so an agent hears from its master even when it
+        // has nothing to send (it fails over to another master after a silence).
+        send(router, identity, encode_ack(last_sequence_[{peer.host, peer.session}]));
         return;
       case MessageType::ack:
       case MessageType::resync:

@@ -25,6 +25,7 @@ struct SenderStats {
   std::uint64_t batches_dropped = 0;  // unacknowledged, dropped from the spool (or never kept)
   std::uint64_t samples_dropped = 0;  // the samples in those batches
   std::uint64_t resyncs = 0;
+  std::uint64_t failovers = 0;        // moves to the next lmaster of [lmaster] host
   std::uint64_t unacked = 0;          // batches in the spool
   std::uint64_t spool_bytes = 0;
 };

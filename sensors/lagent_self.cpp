@@ -74,6 +74,7 @@ const Catalog kCatalog{
      "unacknowledged batches dropped from the spool beyond spool_max_bytes (or that could not be written to it)"},
     {"samples_dropped", Unit::count, Kind::counter, "samples in the dropped batches"},
     {"resyncs", Unit::count, Kind::counter, "times lmaster asked for the dictionary and unacknowledged batches again"},
+    {"failovers", Unit::count, Kind::counter, "times the agent moved to the next lmaster of [lmaster] host"},
     {"unacked", Unit::count, Kind::gauge, "batches in the spool waiting for lmaster's acknowledgement"},
     {"spool_bytes", Unit::bytes, Kind::gauge, "bytes of the spool's segment files (spool_dir)"},
     {"rss", Unit::bytes, Kind::gauge, "lagent's resident memory"},
@@ -99,6 +100,7 @@ class LagentSelfSensor final : public Sensor {
     out.set("batches_dropped", static_cast<double>(sender.batches_dropped));
     out.set("samples_dropped", static_cast<double>(sender.samples_dropped));
     out.set("resyncs", static_cast<double>(sender.resyncs));
+    out.set("failovers", static_cast<double>(sender.failovers));
     out.set("unacked", static_cast<double>(sender.unacked));
     out.set("spool_bytes", static_cast<double>(sender.spool_bytes));
     // The agent's own process, always the real /proc/self (proc_root may be a fixture tree).

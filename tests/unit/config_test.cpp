@@ -277,3 +277,17 @@ TEST(SampleConfigs, TheAgentSampleShowsEverySensorAndItsBlocksWorkUncommented) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(AgentConfig, SeveralMastersInFailoverOrder) {
+  using Master = agent::AgentConfig::Master;
+  EXPECT_EQ(agent::parse_masters("master01", 7888), (std::vector<Master>{{"master01", 7888}}));
+  EXPECT_EQ(agent::parse_masters(" a , b:7999,[::1]:7000, [fe80::1] ", 7888),
+            (std::vector<Master>{{"a", 7888}, {"b", 7999}, {"[::1]", 7000}, {"[fe80::1]", 7888}}));
+  EXPECT_THROW(agent::parse_masters("a:http", 7888), ConfigError);
+  EXPECT_THROW(agent::parse_masters("a:70000", 7888), ConfigError);
+  EXPECT_EQ(agent_error_of("[lmaster]\nhost = a, b:0\n"), "lagent.conf:2: [lmaster] host: 'b:0' has a bad port '0'");
+}
+
+}  // namespace
