@@ -1,7 +1,12 @@
 #include "codec.h"
 
+#include <algorithm>
+#include <cstring>
+#include <new>
+
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
+#include <capnp/serialize.h>
 #include <fmt/format.h>
 #include <kj/io.h>
 
@@ -61,17 +66,124 @@ std::string_view to_string(MessageType type) {
   return "?";
 }
 
+namespace {
+
+// What decoding one message may cost, beyond the message itself. Cap'n Proto's traversal limit
+// bounds how much of the message is read; this bounds what the copies into C++ objects take,
+// since a list of empty structs costs one word on the wire but a whole WireSample decoded.
+// Honest messages decode to at most ~25 times their packed size (a dictionary of entries with
+// empty texts); 64 times leaves room and still refuses such amplification.
+class DecodeBudget {
+ public:
+  explicit DecodeBudget(std::size_t wire_bytes)
+      : left_(std::min<std::size_t>(kMaxDecodedBytes, wire_bytes * 64 + (64u << 10))) {}
+
+  void spend(std::size_t bytes, const char* what) {
+    if (bytes > left_)
+      throw ProtocolError(fmt::format("message decodes to more than {} bytes (at {})", limit(), what));
+    left_ -= bytes;
+  }
+  void spend(std::size_t count, std::size_t each, const char* what) {
+    if (each != 0 && count > left_ / each)
+      throw ProtocolError(fmt::format("message decodes to more than {} bytes (at {})", limit(), what));
+    left_ -= count * each;
+  }
+  // Cap'n Proto's Text ends at its NUL; one inside is garbage that would also cut names short
+  // wherever they become C strings (HDF5 paths), so it is refused rather than passed on.
+  std::string text(capnp::Text::Reader text, const char* what) {
+    spend(text.size(), what);
+    if (std::memchr(text.cStr(), '\0', text.size()))
+      throw ProtocolError(fmt::format("{} contains a NUL byte", what));
+    return std::string(text.cStr(), text.size());
+  }
+
+ private:
+  static constexpr std::size_t kMaxDecodedBytes = 256u << 20;
+  std::size_t limit() const { return kMaxDecodedBytes; }
+  std::size_t left_;
+};
+
+// Undoes Cap'n Proto's packing (a tag byte says which of a word's 8 bytes follow; tag 0x00 is
+// followed by a count of further zero words, tag 0xff by a count of words copied as they are).
+// With `out` null it only counts the words, so the buffer is allocated once, at its real size,
+// and never beyond kMaxMessageBytes. Unpacking here, rather than letting a PackedMessageReader
+// read lazily from a stream, means a malformed message fails before any Cap'n Proto object
+// exists (whose destructor would otherwise read on and print to stderr while unwinding).
+// Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool is_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    auto byte = static_cast<unsigned char>(text[i]);
+    std::size_t length = byte < 0x80 ? 1 : (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xe ? 3 : (byte >> 3) == 0x1e ? 4 : 0;
+    if (length == 0 || text.size() - i < length) return false;
+    std::uint32_t point = length == 1 ? byte : byte & (0x7f >> length);
+    for (std::size_t k = 1; k < length; ++k) {
+      auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0) != 0x80) return false;
+      point = (point << 6) | (next & 0x3f);
+    }
+    static constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (point < kSmallest[length] || point > 0x10ffff || (point >= 0xd800 && point <= 0xdfff)) return false;
+    i += length;
+  }
+  return true;
+}
+
+std::size_t unpack(const unsigned char* in, std::size_t size, std::uint64_t* out) {
+  constexpr std::size_t kMaxWords = kMaxMessageBytes / sizeof(std::uint64_t);
+  std::size_t words = 0;
+  std::size_t at = 0;
+  auto truncated = [] { return ProtocolError("undecodable message: packed data ends inside a word or run"); };
+  while (at < size) {
+    unsigned tag = in[at++];
+    unsigned char word[8] = {};
+    for (unsigned bit = 0; bit < 8; ++bit) {
+      if (!(tag & (1u << bit))) continue;
+      if (at == size) throw truncated();
+      word[bit] = in[at++];
+    }
+    if (out) std::memcpy(out + words, word, sizeof word);
+    ++words;
+    if (tag == 0x00 || tag == 0xff) {
+      if (at == size) throw truncated();
+      std::size_t run = in[at++];
+      if (tag == 0x00) {
+        if (out) std::memset(out + words, 0, run * sizeof(std::uint64_t));
+      } else {
+        if (run * sizeof(std::uint64_t) > size - at) throw truncated();
+        if (out) std::memcpy(out + words, in + at, run * sizeof(std::uint64_t));
+        at += run * sizeof(std::uint64_t);
+      }
+      words += run;
+    }
+    if (words > kMaxWords)
+      throw ProtocolError(fmt::format("message unpacks to more than {} bytes", kMaxMessageBytes));
+  }
+  return words;
+}
+
+}  // namespace
+
 Message decode(const void* data, std::size_t size) {
   if (size == 0) throw ProtocolError("empty message");
   if (size > kMaxMessageBytes) throw ProtocolError(fmt::format("message of {} bytes exceeds the limit", size));
   Message message;
+  DecodeBudget budget(size);
+  // Unpacked into words of our own: aligned whatever the alignment of `data`.
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  std::vector<std::uint64_t> words(unpack(bytes, size, nullptr));
+  unpack(bytes, size, words.data());
   try {
-    // The packed reader unpacks into its own aligned buffer, so `data` may have any alignment.
-    kj::ArrayInputStream stream(kj::arrayPtr(static_cast<const kj::byte*>(data), size));
     capnp::ReaderOptions limits;
-    limits.traversalLimitInWords = size * 8 / sizeof(capnp::word) + 1024;  // packed expands <= 8x
+    // Honest messages are read once, field by field, so traversal stays below the message's
+    // own size; twice that refuses pointers that make the reader visit the same data over and
+    // over (and the FlatArrayMessageReader refuses segments beyond the buffer).
+    limits.traversalLimitInWords = 2 * words.size() + 64;
+    // The schema nests 7 deep (Envelope, Batch, samples, Sample, labels, Label, Text): room for
+    // appended fields, none for pointer chains built to exhaust the stack.
     limits.nestingLimit = 16;
-    capnp::PackedMessageReader reader(stream, limits);
+    capnp::FlatArrayMessageReader reader(
+        kj::arrayPtr(reinterpret_cast<const capnp::word*>(words.data()), words.size()), limits);
     auto envelope = reader.getRoot<wire::Envelope>();
     if (envelope.getVersion() != kProtocolVersion)
       throw ProtocolError(fmt::format("protocol version {} (this side speaks {})",
@@ -80,10 +192,13 @@ Message decode(const void* data, std::size_t size) {
       case wire::Envelope::HELLO: {
         auto hello = envelope.getHello();
         message.type = MessageType::hello;
-        message.host = hello.getHost();
+        message.host = budget.text(hello.getHost(), "hello host");
         message.session = hello.getSession();
-        message.agent_version = hello.getAgentVersion();
+        message.agent_version = budget.text(hello.getAgentVersion(), "hello agentVersion");
         if (message.host.empty()) throw ProtocolError("hello without a host name");
+        // The host name becomes a Graphite path, HDF5 group and JSON key (agents.json): it
+        // must at least be text.
+        if (!is_utf8(message.host)) throw ProtocolError("hello with a host name that is not UTF-8");
         break;
       }
       case wire::Envelope::DICTIONARY: {
@@ -91,13 +206,21 @@ Message decode(const void* data, std::size_t size) {
         message.type = MessageType::dictionary;
         auto& out = message.dictionary;
         out.first_sensor = in.getFirstSensor();
-        for (auto sensor : in.getSensors()) out.sensors.push_back({sensor.getName(), sensor.getDescription()});
+        auto sensors = in.getSensors();
+        budget.spend(sensors.size(), sizeof(SensorDescription), "dictionary sensors");
+        out.sensors.reserve(sensors.size());
+        for (auto sensor : sensors)
+          out.sensors.push_back({budget.text(sensor.getName(), "sensor name"),
+                                 budget.text(sensor.getDescription(), "sensor description")});
         out.first_series = in.getFirstSeries();
-        for (auto series : in.getSeries()) {
-          out.series.push_back({series.getSensor(), series.getKey(),
-                                MetricInfo{series.getUnit(),
+        auto series_list = in.getSeries();
+        budget.spend(series_list.size(), sizeof(SeriesDescription), "dictionary series");
+        out.series.reserve(series_list.size());
+        for (auto series : series_list) {
+          out.series.push_back({series.getSensor(), budget.text(series.getKey(), "series key"),
+                                MetricInfo{budget.text(series.getUnit(), "series unit"),
                                            series.getKind() == wire::MetricKind::COUNTER ? Kind::counter : Kind::gauge,
-                                           series.getDescription()}});
+                                           budget.text(series.getDescription(), "series description")}});
         }
         break;
       }
@@ -106,6 +229,7 @@ Message decode(const void* data, std::size_t size) {
         message.type = MessageType::batch;
         message.sequence = batch.getSequence();
         auto samples = batch.getSamples();
+        budget.spend(samples.size(), sizeof(WireSample), "batch samples");
         message.samples.reserve(samples.size());
         for (auto in : samples) {
           WireSample out;
@@ -116,33 +240,43 @@ Message decode(const void* data, std::size_t size) {
           auto values = in.getValues();
           if (series.size() != values.size())
             throw ProtocolError(fmt::format("sample with {} series but {} values", series.size(), values.size()));
+          budget.spend(series.size(), sizeof(std::uint32_t) + sizeof(double), "sample values");
           out.series.reserve(series.size());
           out.values.reserve(values.size());
           for (auto index : series) out.series.push_back(index);
           for (auto value : values) out.values.push_back(value);
-          for (auto label : in.getLabels()) out.labels.push_back({label.getKey(), label.getValue()});
+          auto labels = in.getLabels();
+          budget.spend(labels.size(), sizeof(Label), "sample labels");
+          out.labels.reserve(labels.size());
+          for (auto label : labels)
+            out.labels.push_back({budget.text(label.getKey(), "label key"), budget.text(label.getValue(), "label value")});
           message.samples.push_back(std::move(out));
         }
         break;
       }
-      case wire::Envelope::HEARTBEAT:
+      case wire::Envelope::HEARTBEAT: {
+        auto heartbeat = envelope.getHeartbeat();
         message.type = MessageType::heartbeat;
-        message.time_ns = envelope.getHeartbeat().getTimeNs();
-        message.sequence = envelope.getHeartbeat().getLastSequence();
+        message.time_ns = heartbeat.getTimeNs();
+        message.sequence = heartbeat.getLastSequence();
         break;
+      }
       case wire::Envelope::ACK:
         message.type = MessageType::ack;
         message.sequence = envelope.getAck().getSequence();
         break;
       case wire::Envelope::RESYNC:
         message.type = MessageType::resync;
-        message.reason = envelope.getResync().getReason();
+        message.reason = budget.text(envelope.getResync().getReason(), "resync reason");
         break;
       default:
         throw ProtocolError("unknown message type (a newer peer?)");
     }
   } catch (const kj::Exception& error) {
     throw ProtocolError(fmt::format("undecodable message: {}", error.getDescription().cStr()));
+  } catch (const std::bad_alloc&) {
+    // Cannot happen within the limits above; if it does, this message is still the one to drop.
+    throw ProtocolError("undecodable message: out of memory while decoding");
   }
   return message;
 }
@@ -260,17 +394,23 @@ void MasterDictionary::apply(const DictionaryUpdate& update) {
   if (!update.series.empty() && update.first_series != series_.size())
     throw ProtocolError(fmt::format("dictionary gap: series continue at {} but {} are known",
                                     update.first_series, series_.size()));
-  sensors_.insert(sensors_.end(), update.sensors.begin(), update.sensors.end());
-  for (const auto& series : update.series) {
-    if (series.sensor >= sensors_.size())
+  // One connection's dictionary cannot grow without end, however many updates it sends.
+  if (update.sensors.size() > kMaxSensors - sensors_.size() || update.series.size() > kMaxSeries - series_.size())
+    throw ProtocolError(fmt::format("dictionary would exceed {} sensors or {} series", kMaxSensors, kMaxSeries));
+  // Checked before anything is added: a rejected update leaves the dictionary as it was.
+  std::size_t sensor_count = sensors_.size() + update.sensors.size();
+  for (const auto& series : update.series)
+    if (series.sensor >= sensor_count)
       throw ProtocolError(fmt::format("series '{}' names unknown sensor #{}", series.key, series.sensor));
-    series_.push_back(series);
-  }
+  sensors_.insert(sensors_.end(), update.sensors.begin(), update.sensors.end());
+  series_.insert(series_.end(), update.series.begin(), update.series.end());
 }
 
 Sample MasterDictionary::resolve(const WireSample& wire, const std::string& host) const {
   if (wire.sensor >= sensors_.size())
     throw ProtocolError(fmt::format("sample names unknown sensor #{}", wire.sensor));
+  if (wire.series.size() != wire.values.size())
+    throw ProtocolError(fmt::format("sample with {} series but {} values", wire.series.size(), wire.values.size()));
   Sample sample;
   sample.host = host;
   sample.sensor = sensors_[wire.sensor].name;

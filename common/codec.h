@@ -73,7 +73,10 @@ struct Message {
   std::string reason;           // resync
 };
 
-// Throws ProtocolError. Copes with any alignment of `data`.
+// Throws ProtocolError (never anything else, whatever the bytes). Copes with any alignment of
+// `data`. Memory and time are bounded by the message size: Cap'n Proto traversal and nesting
+// limits, and a cap on what the decoded copies may take (a small message cannot claim millions
+// of empty entries).
 Message decode(const void* data, std::size_t size);
 
 // `version` is only ever changed by tests that check how a peer of another version is treated.
@@ -128,6 +131,10 @@ class MasterDictionary {
   const std::vector<SensorDescription>& sensors() const { return sensors_; }
   const std::vector<SeriesDescription>& series() const { return series_; }
   void clear();
+
+  // Far beyond any agent's catalog; a peer that goes past them is refused (ProtocolError).
+  static constexpr std::size_t kMaxSensors = 1u << 16;
+  static constexpr std::size_t kMaxSeries = 1u << 20;
 
  private:
   std::vector<SensorDescription> sensors_;

@@ -127,7 +127,8 @@ void AgentRegistry::save(std::int64_t now_ns) const {
   std::string temporary = status_path_ + ".new";
   {
     std::ofstream file(temporary, std::ios::trunc);
-    file << status.dump(1) << '\n';
+    // Host names come from the network: never let one that is not UTF-8 stop the table.
+    file << status.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
     if (!file) {
       spdlog::warn("cannot write {}: `lmaster status` will show an older table", temporary);
       return;

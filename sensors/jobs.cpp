@@ -166,6 +166,34 @@ const OptionTable& job_options() {
   return table;
 }
 
+// libstdc++ 12 reads a repeat count ({n,m}) or back-reference (\n) into a long without an
+// overflow check (undefined behaviour, found by fuzz/ini_fuzz): such numbers are refused here,
+// before std::regex sees them. Nine digits is far beyond any useful count.
+static void check_regex_numbers(const std::string& regex) {
+  bool in_braces = false;
+  for (std::size_t i = 0; i < regex.size(); ++i) {
+    char c = regex[i];
+    bool counted = false;
+    if (c == '\\' && i + 1 < regex.size()) {
+      counted = regex[i + 1] >= '0' && regex[i + 1] <= '9';
+      if (!counted) ++i;  // an escaped character: never a brace
+    } else if (c == '{') {
+      in_braces = true;
+      counted = true;
+    } else if (c == '}') {
+      in_braces = false;
+    } else if (c == ',') {
+      counted = in_braces;
+    }
+    if (!counted) continue;
+    std::size_t digits = 0;
+    while (i + 1 + digits < regex.size() && regex[i + 1 + digits] >= '0' && regex[i + 1 + digits] <= '9') ++digits;
+    if (digits > 9)
+      throw ConfigError(fmt::format("key 'regex': '{}' has a repeat count or back-reference of {} digits", regex, digits));
+    i += digits;
+  }
+}
+
 JobSettings job_settings(const Options& options) {
   JobSettings settings;
   const std::string& scheduler = options.get_text("scheduler");
@@ -179,6 +207,7 @@ JobSettings job_settings(const Options& options) {
   if (settings.scheduler == Scheduler::regex && settings.regex.empty())
     throw ConfigError("scheduler = regex needs the key 'regex' (a pattern with one capture group for the job id)");
   if (!settings.regex.empty()) {
+    check_regex_numbers(settings.regex);
     try {
       std::regex pattern(settings.regex);
       if (pattern.mark_count() != 1)

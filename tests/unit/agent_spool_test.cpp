@@ -22,7 +22,7 @@ using test::TempDir;
 std::vector<Sample> batch(int n, std::int64_t t0 = 1'700'000'000'000'000'000) {
   std::vector<Sample> samples;
   for (int i = 0; i < n; ++i) {
-    Sample sample = test::make_sample("", i % 2 ? "CPUPercent" : "VirtualMemory", t0 + i * 200'000'000, i % 3,
+    Sample sample = test::make_sample("", i % 2 ? "CPUPercent" : "VirtualMemory", t0 + i * std::int64_t{200'000'000}, i % 3,
                                       {{"total", 1.5 * i}, {"eth0.bytes_sent", -2.0}, {"percent", 42}});
     if (i == 1) sample.labels = {{"partition", "/dev/sda1"}, {"mount", "/"}};
     samples.push_back(sample);
