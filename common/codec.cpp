@@ -62,6 +62,7 @@ std::string_view to_string(MessageType type) {
     case MessageType::heartbeat: return "heartbeat";
     case MessageType::ack: return "ack";
     case MessageType::resync: return "resync";
+    case MessageType::control: return "control";
   }
   return "?";
 }
@@ -269,6 +270,14 @@ Message decode(const void* data, std::size_t size) {
         message.type = MessageType::resync;
         message.reason = budget.text(envelope.getResync().getReason(), "resync reason");
         break;
+      case wire::Envelope::CONTROL: {
+        auto control = envelope.getControl();
+        message.type = MessageType::control;
+        message.sensor = budget.text(control.getSensor(), "control sensor");
+        message.interval_s = control.getIntervalS();
+        message.duration_s = control.getDurationS();
+        break;
+      }
       default:
         throw ProtocolError("unknown message type (a newer peer?)");
     }
@@ -310,6 +319,15 @@ Bytes encode_ack(std::uint64_t sequence) {
 Bytes encode_resync(const std::string& reason) {
   capnp::MallocMessageBuilder builder;
   start(builder).initResync().setReason(reason);
+  return to_bytes(builder);
+}
+
+Bytes encode_control(const std::string& sensor, double interval_s, double duration_s) {
+  capnp::MallocMessageBuilder builder;
+  auto control = start(builder).initControl();
+  control.setSensor(sensor);
+  control.setIntervalS(interval_s);
+  control.setDurationS(duration_s);
   return to_bytes(builder);
 }
 

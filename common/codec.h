@@ -29,7 +29,7 @@ class ProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class MessageType { hello, dictionary, batch, heartbeat, ack, resync };
+enum class MessageType { hello, dictionary, batch, heartbeat, ack, resync, control };
 std::string_view to_string(MessageType type);
 
 struct SensorDescription {
@@ -71,6 +71,9 @@ struct Message {
   std::vector<WireSample> samples;  // batch
   std::int64_t time_ns = 0;     // heartbeat
   std::string reason;           // resync
+  std::string sensor;           // control
+  double interval_s = 0;        // control
+  double duration_s = 0;        // control
 };
 
 // Throws ProtocolError (never anything else, whatever the bytes). Copes with any alignment of
@@ -85,6 +88,7 @@ Bytes encode_hello(const std::string& host, std::uint64_t session, const std::st
 Bytes encode_heartbeat(std::int64_t time_ns, std::uint64_t last_sequence);
 Bytes encode_ack(std::uint64_t sequence);
 Bytes encode_resync(const std::string& reason);
+Bytes encode_control(const std::string& sensor, double interval_s, double duration_s);
 Bytes encode_dictionary(const DictionaryUpdate& update);
 
 // The agent's half of the per-connection dictionary: assigns indices to sensors and series

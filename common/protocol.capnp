@@ -77,6 +77,14 @@ struct Resync {
   reason @0 :Text;
 }
 
+# lmaster -> agent: read `sensor` every `intervalS` seconds for `durationS` seconds, then go back
+# to the configured interval (`lmaster ctl interval`; an agent that lacks the sensor logs it).
+struct Control {
+  sensor @0 :Text;
+  intervalS @1 :Float64;
+  durationS @2 :Float64;
+}
+
 struct Envelope {
   version @0 :UInt16;
   union {
@@ -86,5 +94,6 @@ struct Envelope {
     heartbeat @4 :Heartbeat;
     ack @5 :Ack;
     resync @6 :Resync;
+    control @7 :Control;
   }
 }

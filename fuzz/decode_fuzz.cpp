@@ -104,6 +104,13 @@ void check_round_trip(const Message& message) {
       FUZZ_CHECK(again.type == MessageType::resync && again.reason == message.reason);
       break;
     }
+    case MessageType::control: {
+      Message again = decode_again(encode_control(message.sensor, message.interval_s, message.duration_s));
+      FUZZ_CHECK(again.type == MessageType::control && again.sensor == message.sensor &&
+                 (again.interval_s == message.interval_s || message.interval_s != message.interval_s) &&
+                 (again.duration_s == message.duration_s || message.duration_s != message.duration_s));
+      break;
+    }
     case MessageType::batch:
       break;  // checked once resolved: the agent encodes Samples, not WireSamples
   }

@@ -96,7 +96,8 @@ struct SensorTask {
         jobs(std::move(jobs_in)),
         sensor(std::move(sensor_in)),
         schedule(static_cast<std::int64_t>(config.interval * 1e9)),
-        timer(io) {}
+        timer(io),
+        revert_timer(io) {}
 
   const sensors::SensorDefinition* definition;
   SensorConfig config;  // what it was made from: a reload keeps it running when unchanged
@@ -106,6 +107,7 @@ struct SensorTask {
   std::unique_ptr<sensors::Sensor> sensor;
   AlignedSchedule schedule;
   asio::steady_timer timer;
+  asio::steady_timer revert_timer;  // ends an interval lmaster set for a while (`lmaster ctl`)
   std::int64_t deadline = 0;
   std::atomic<bool> busy{false};
   std::atomic<bool> stopped{false};
@@ -140,6 +142,9 @@ class Agent {
   std::shared_ptr<Sender> make_sender(const AgentConfig& config) {
     SenderSettings settings;
     settings.endpoints = endpoints_of(config);
+    settings.on_control = [this](const std::string& sensor, double interval, double duration) {
+      asio::post(io_, [this, sensor, interval, duration] { sample_faster(sensor, interval, duration); });
+    };
     settings.failover_after = std::max(2.0, 3 * config.heartbeat_interval);
     settings.host = config.host;
     settings.heartbeat_interval = config.heartbeat_interval;
@@ -204,10 +209,42 @@ class Agent {
     }
   }
 
+  // `lmaster ctl interval`: `sensor` reads every `interval` s for `duration` s, then at its
+  // configured interval again (kwollect's on-demand metrics). On the io thread.
+  void sample_faster(const std::string& sensor, double interval, double duration) {
+    if (!(interval >= 0.01 && interval <= 86400) || !(duration > 0 && duration <= 86400)) {
+      spdlog::warn("lmaster asked for {} every {} s for {} s: out of range (0.01..86400 s), ignored", sensor, interval,
+                   duration);
+      return;
+    }
+    auto found = std::find_if(tasks_.begin(), tasks_.end(), [&](const auto& task) { return task->definition->name == sensor; });
+    if (found == tasks_.end()) {
+      spdlog::warn("lmaster asked for {} every {} s: no such sensor is active here", sensor, interval);
+      return;
+    }
+    auto task = *found;
+    rearm(task, interval);
+    spdlog::info("reading {} every {} s for {} s (lmaster's request), then every {} s again", sensor, interval, duration,
+                 task->config.interval);
+    task->revert_timer.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(duration)));
+    task->revert_timer.async_wait([this, task](const boost::system::error_code& error) {
+      if (error || task->stopped) return;
+      rearm(task, task->config.interval);
+      spdlog::info("reading {} every {} s again", task->definition->name, task->config.interval);
+    });
+  }
+
+  void rearm(const std::shared_ptr<SensorTask>& task, double interval) {
+    task->schedule = AlignedSchedule(static_cast<std::int64_t>(interval * 1e9));
+    task->deadline = task->schedule.first(wall_clock_ns());
+    arm(task);  // replaces the pending wait
+  }
+
   void stop_sensors() {
     for (auto& task : tasks_) {
       task->stopped = true;
       task->timer.cancel();
+      task->revert_timer.cancel();
     }
     tasks_.clear();
   }
@@ -333,6 +370,7 @@ class Agent {
       }
       task->stopped = true;
       task->timer.cancel();
+      task->revert_timer.cancel();
       sensors::AgentStats::instance().forget_sensor(task->definition->name);
     }
     config_ = std::move(fresh);

@@ -199,6 +199,10 @@ struct Sender::State {
     }
     if (decoded.type == MessageType::ack) {
       acknowledged(decoded.sequence);
+    } else if (decoded.type == MessageType::control) {
+      spdlog::info("lmaster {} asks for {} every {} s for {} s", endpoint(), decoded.sensor, decoded.interval_s,
+                   decoded.duration_s);
+      if (settings.on_control) settings.on_control(decoded.sensor, decoded.interval_s, decoded.duration_s);
     } else if (decoded.type == MessageType::resync) {
       spdlog::info("lmaster {} asked for a resync ({}); sending the dictionary and {} unacknowledged batches",
                    endpoint(), decoded.reason, spool->stats().batches);

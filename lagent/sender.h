@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct SenderSettings {
   std::string curve_server_key;
   std::string curve_public_key;
   std::string curve_secret_key;
+  // lmaster asked to read `sensor` every `interval` s for `duration` s (`lmaster ctl`). Called on
+  // the sender's thread: it must only hand the request over.
+  std::function<void(const std::string& sensor, double interval, double duration)> on_control;
 };
 
 class Sender {

@@ -10,6 +10,8 @@
 #include "logging.h"
 #include "master.h"
 
+#include <nlohmann/json.hpp>
+
 namespace po = boost::program_options;
 using namespace fructosa;
 
@@ -18,6 +20,7 @@ namespace {
 const char* kUsage = R"(Usage:
   lmaster start|stop|status|restart|reload|run [-c FILE] [-p PIDFILE]
   lmaster keygen [--out DIR] [--name NAME] [--force]
+  lmaster ctl interval SENSOR SECONDS [--for SECONDS] [--host HOST]... [-c FILE]
 
 Commands:
   start     start as a daemon (exits 0 once listening; 78 on a configuration error)
@@ -28,6 +31,8 @@ Commands:
   run       run in the foreground, logging to stderr (for systemd and debugging)
   keygen    write a CURVE key pair: DIR/NAME.key (secret, mode 0600) and DIR/NAME.pub
             (public, 0644); one for lmaster, one per agent (docs/security.md)
+  ctl       tell the running lmaster's agents (--host, or all) to read SENSOR every
+            SECONDS for --for seconds (default 60), then at their configured interval
 
 Options)";
 
@@ -50,6 +55,25 @@ int keygen(const std::vector<std::string>& words, const po::variables_map& args)
   }
 }
 
+int ctl(const std::vector<std::string>& words, const po::variables_map& args) {
+  if (words.size() != 4 || words[1] != "interval") {
+    std::cerr << "lmaster ctl: usage: lmaster ctl interval SENSOR SECONDS [--for SECONDS] [--host HOST]...\n";
+    return 2;
+  }
+  try {
+    nlohmann::json request{{"command", "interval"},
+                           {"sensor", words[2]},
+                           {"interval", std::stod(words[3])},
+                           {"duration", args["for"].as<double>()},
+                           {"hosts", args.count("host") ? args["host"].as<std::vector<std::string>>()
+                                                        : std::vector<std::string>{}}};
+    return master::control(args["config"].as<std::string>(), request.dump(), std::cout);
+  } catch (const std::exception& error) {
+    std::cerr << "lmaster ctl: " << error.what() << "\n";
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,7 +81,9 @@ int main(int argc, char** argv) {
   visible.add_options()
       ("out", po::value<std::string>()->default_value("."), "keygen: directory to write the key files to")
       ("name", po::value<std::string>()->default_value("lmaster"), "keygen: NAME of NAME.key and NAME.pub")
-      ("force", "keygen: replace existing key files");
+      ("force", "keygen: replace existing key files")
+      ("for", po::value<double>()->default_value(60), "ctl: seconds the new interval lasts")
+      ("host", po::value<std::vector<std::string>>(), "ctl: an agent to ask (repeatable; default: every one)");
   CommandLine line;
   if (auto done = parse_command_line(argc, argv, "lmaster", visible, line)) return *done;
   const auto& words = line.words;
@@ -66,6 +92,7 @@ int main(int argc, char** argv) {
   // logger would write them to stdout, where [stdout] prints samples).
   setup_logging(parse_pairs(logging_options(), {}, "defaults"), true, "lmaster");
   if (!words.empty() && words[0] == "keygen") return keygen(words, args);
+  if (!words.empty() && words[0] == "ctl") return ctl(words, args);
   if (words.size() != 1) {
     std::cerr << visible;
     return 2;

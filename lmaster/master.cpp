@@ -1,13 +1,16 @@
 #include "master.h"
 
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "agent_registry.h"
@@ -19,6 +22,10 @@
 #include "zap_handler.h"
 
 namespace fructosa::master {
+
+// ipc://<data_dir>/lmaster.ctl, where `lmaster ctl` reaches the running master.
+std::string control_endpoint(const MasterConfig& config);
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -80,6 +87,16 @@ class Master {
     } catch (const zmq::error_t& error) {
       throw std::runtime_error(fmt::format("cannot listen on {}: {}", endpoint, error.what()));
     }
+    // `lmaster ctl` talks to the running master through a local socket in data_dir (its
+    // permissions are the directory's).
+    zmq::socket_t control(context, zmq::socket_type::rep);
+    control.set(zmq::sockopt::linger, 0);
+    control.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(64 << 10));
+    try {
+      control.bind(control_endpoint(config_));
+    } catch (const zmq::error_t& error) {
+      spdlog::warn("`lmaster ctl` is unavailable: cannot bind {}: {}", control_endpoint(config_), error.what());
+    }
     spdlog::info("lmaster {} listening on {}; outputs: {}", FRUCTOSA_VERSION, router.get(zmq::sockopt::last_endpoint),
                  output_names());
     ready();
@@ -92,8 +109,11 @@ class Master {
                                                                   next_stats - std::chrono::system_clock::now()));
       auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()) +
                      std::chrono::milliseconds(1);
-      zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, signal_fd, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, std::max(timeout, std::chrono::milliseconds(0)));
+      zmq::pollitem_t items[] = {{router.handle(), 0, ZMQ_POLLIN, 0},
+                                 {nullptr, signal_fd, ZMQ_POLLIN, 0},
+                                 {control.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 3, std::max(timeout, std::chrono::milliseconds(0)));
+      if (items[2].revents & ZMQ_POLLIN) serve_control(control, router);
       if (items[1].revents & ZMQ_POLLIN) {
         signalfd_siginfo info{};
         while (::read(signal_fd, &info, sizeof info) == sizeof info) {
@@ -247,6 +267,41 @@ class Master {
     for (auto& runner : runners_) runner->request_reopen();
   }
 
+  // One `lmaster ctl` request: {"command": "interval", "sensor": S, "interval": s, "duration": s,
+  // "hosts": [...] (empty: every connected agent)}. The reply names the agents asked.
+  void serve_control(zmq::socket_t& control, zmq::socket_t& router) {
+    zmq::message_t request;
+    if (!control.recv(request, zmq::recv_flags::dontwait)) return;
+    nlohmann::json reply;
+    try {
+      auto command = nlohmann::json::parse(request.to_string_view());
+      if (command.value("command", "") != "interval") throw std::invalid_argument("unknown command");
+      std::string sensor = command.at("sensor");
+      double interval = command.at("interval");
+      double duration = command.at("duration");
+      auto wanted = command.value("hosts", std::vector<std::string>{});
+      if (sensor.empty() || !(interval >= 0.01 && interval <= 86400) || !(duration > 0 && duration <= 86400))
+        throw std::invalid_argument("needs a sensor, an interval of 0.01..86400 s and a duration of 0..86400 s");
+      std::vector<std::string> asked;
+      for (const auto& [identity, peer] : peers_) {
+        if (peer.host.empty()) continue;
+        if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), peer.host) == wanted.end()) continue;
+        send(router, identity, encode_control(sensor, interval, duration));
+        asked.push_back(peer.host);
+      }
+      std::vector<std::string> missing;
+      for (const auto& host : wanted)
+        if (std::find(asked.begin(), asked.end(), host) == asked.end()) missing.push_back(host);
+      spdlog::info("ctl: asked {} agent(s) to read {} every {} s for {} s{}", asked.size(), sensor, interval, duration,
+                   missing.empty() ? "" : fmt::format(" (not connected: {})", fmt::join(missing, ", ")));
+      reply = {{"ok", true}, {"asked", asked}, {"not_connected", missing}};
+    } catch (const std::exception& error) {
+      reply = {{"ok", false}, {"error", error.what()}};
+    }
+    std::string text = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    control.send(zmq::buffer(text), zmq::send_flags::dontwait);
+  }
+
   void describe_agent(const std::string& host) { AgentRegistry::describe(infos_, kOwnSensor, host); }
 
   static std::int64_t wall_clock_ns() {
@@ -355,6 +410,7 @@ class Master {
         return;
       case MessageType::ack:
       case MessageType::resync:
+      case MessageType::control:
         spdlog::warn("dropped a {} message from agent {} ({}): only lmaster sends those", to_string(message.type),
                      peer.host, peer.address);
         return;
@@ -409,6 +465,34 @@ class Master {
 }  // namespace
 
 void check_master_config(const std::string& config_path) { load_master_config(config_path); }
+
+std::string control_endpoint(const MasterConfig& config) {
+  return "ipc://" + (std::filesystem::path(config.data_dir) / "lmaster.ctl").string();
+}
+
+int control(const std::string& config_path, const std::string& request, std::ostream& out) {
+  MasterConfig config = load_master_config(config_path);
+  zmq::context_t context(1);
+  zmq::socket_t socket(context, zmq::socket_type::req);
+  socket.set(zmq::sockopt::linger, 0);
+  socket.set(zmq::sockopt::rcvtimeo, 5000);
+  socket.connect(control_endpoint(config));
+  socket.send(zmq::buffer(request), zmq::send_flags::none);
+  zmq::message_t reply;
+  if (!socket.recv(reply)) {
+    out << "lmaster ctl: no answer from " << control_endpoint(config) << " within 5 s (is lmaster running?)\n";
+    return 1;
+  }
+  auto answer = nlohmann::json::parse(reply.to_string_view(), nullptr, false);
+  if (answer.is_discarded() || !answer.value("ok", false)) {
+    out << "lmaster ctl: refused: " << (answer.is_discarded() ? "?" : answer.value("error", "?")) << "\n";
+    return 1;
+  }
+  out << "asked: " << fmt::format("{}", fmt::join(answer["asked"].get<std::vector<std::string>>(), ", ")) << "\n";
+  auto missing = answer["not_connected"].get<std::vector<std::string>>();
+  if (!missing.empty()) out << "not connected: " << fmt::format("{}", fmt::join(missing, ", ")) << "\n";
+  return missing.empty() && !answer["asked"].empty() ? 0 : 1;
+}
 
 void print_status(const std::string& config_path, std::ostream& out) {
   MasterConfig config = load_master_config(config_path);

@@ -162,3 +162,13 @@ TEST(Codec, DecodesFromUnalignedMemory) {
   EXPECT_EQ(batch.sequence, 9u);
   EXPECT_EQ(batch.samples[0].values[0], 123.5);
 }
+
+TEST(Codec, ControlMessagesRoundTrip) {
+  auto bytes = fructosa::encode_control("CPUPercent", 0.1, 60);
+  auto message = fructosa::decode(bytes.data(), bytes.size());
+  EXPECT_EQ(message.type, fructosa::MessageType::control);
+  EXPECT_EQ(message.sensor, "CPUPercent");
+  EXPECT_EQ(message.interval_s, 0.1);
+  EXPECT_EQ(message.duration_s, 60);
+  EXPECT_EQ(fructosa::to_string(message.type), "control");
+}
