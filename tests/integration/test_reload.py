@@ -19,7 +19,8 @@ class ReloadTest(FructosaTestCase):
         after = {"VirtualMemory": 0.2, "CPUTimes": 0.4, "CPUStats": 0.2}
 
         def config(sensors):
-            text = self.agent_config(port, [])
+            # lagent's own sensor counts the readings it had to skip when the machine was busy.
+            text = self.agent_config(port, []) + "[sensor:lagent]\ntime_interval = 0.2\n"
             for name, interval in sensors.items():
                 text += f"[sensor:{name}]\ntime_interval = {interval}\n"
             return self.write("lagent.conf", text)
@@ -43,11 +44,17 @@ class ReloadTest(FructosaTestCase):
         dump = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "read_hdf5.py"), self.path("data.h5")],
                               capture_output=True, text=True, check=True)
         node = json.loads(dump.stdout)["testnode"]
-        # The unchanged sensor: every 0.2 s step around the reload is there, once.
+        # The unchanged sensor kept its timer: around the reload, every 0.2 s step is there once,
+        # except readings lagent itself reports as skipped because this shared machine was busy
+        # (a remade sensor would lose readings that no counter shows).
         times = node["VirtualMemory"]["time"]
         near = [t for t in times if abs(t - reloaded_ns) <= 1_000_000_000]
-        self.assertGreaterEqual(len(near), 8, near)
-        self.assertEqual([b - a for a, b in zip(near, near[1:])], [STEP] * (len(near) - 1), near)
+        self.assertGreaterEqual(len(near), 6, near)
+        steps = [b - a for a, b in zip(near, near[1:])]
+        self.assertTrue(all(step > 0 and step % STEP == 0 for step in steps), near)
+        missing = sum(step // STEP - 1 for step in steps)
+        skipped = max(v for v in node["lagent"]["columns"]["VirtualMemory.missed"]["values"] if v is not None)
+        self.assertLessEqual(missing, skipped, near)
         # The re-armed one reads every 0.4 s after the reload.
         later = [t for t in node["CPUTimes"]["time"] if t > reloaded_ns + 500_000_000]
         self.assertTrue(later and all(t % (2 * STEP) == 0 for t in later), later)
