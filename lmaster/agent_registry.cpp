@@ -108,12 +108,13 @@ void AgentRegistry::add_metrics(Sample& sample) const {
 }
 
 void AgentRegistry::describe(MetricInfoStore& infos, const std::string& sensor, const std::string& host) {
-  std::string prefix = "agent." + host;
-  infos.remember(sensor, prefix + ".up", MetricInfo{"bool", Kind::gauge, "1 while agent " + host + " reports, 0 once silent"});
-  infos.remember(sensor, prefix + ".last_seen", MetricInfo{"timestamp", Kind::gauge, "when agent " + host + " was last heard"});
-  infos.remember(sensor, prefix + ".rate", MetricInfo{"count", Kind::gauge, "points per second accepted from " + host});
-  infos.remember(sensor, prefix + ".backlog", MetricInfo{"count", Kind::gauge,
-                                                         "batches " + host + " sent that lmaster has not accepted yet"});
+  auto remember = [&](const char* key, Unit unit, std::string description) {
+    infos.remember(sensor, "agent." + host + key, MetricInfo{std::string(to_string(unit)), Kind::gauge, std::move(description)});
+  };
+  remember(".up", Unit::boolean, "1 while agent " + host + " reports, 0 once silent");
+  remember(".last_seen", Unit::timestamp, "when agent " + host + " was last heard");
+  remember(".rate", Unit::count, "points per second accepted from " + host);
+  remember(".backlog", Unit::count, "batches " + host + " sent that lmaster has not accepted yet");
 }
 
 void AgentRegistry::save(std::int64_t now_ns) const {

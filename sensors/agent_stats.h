@@ -37,8 +37,7 @@ class AgentStats {
   void record_read(const std::string& sensor, double duration, double cpu, bool success);
   void record_missed(const std::string& sensor, std::uint64_t count);
   void set_sender(const SenderStats& stats);
-  // Forgets sensors that are no longer configured (after a reload).
-  void reset_sensors();
+  // Forgets a sensor that is no longer configured (after a reload).
   void forget_sensor(const std::string& sensor);
 
   std::map<std::string, SensorReadStats> sensors() const;

@@ -37,11 +37,6 @@ void AgentStats::set_sender(const SenderStats& stats) {
   sender_ = stats;
 }
 
-void AgentStats::reset_sensors() {
-  std::lock_guard lock(mutex_);
-  sensors_.clear();
-}
-
 void AgentStats::forget_sensor(const std::string& sensor) {
   std::lock_guard lock(mutex_);
   sensors_.erase(sensor);
