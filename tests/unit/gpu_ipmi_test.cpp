@@ -22,6 +22,7 @@
 #include "child_process.h"
 #include "jobs.h"
 #include "sensor.h"
+#include "sensor_probe.h"
 #include "test_support.h"
 
 using namespace fructosa;
@@ -34,20 +35,11 @@ namespace {
 using Values = std::map<std::string, double>;
 using Labels = std::map<std::string, std::string>;
 
-struct Probe {
-  const SensorDefinition* definition = nullptr;
-  Options options;
-  std::unique_ptr<Sensor> sensor;
-};
+using Probe = test::SensorProbe;
 
 Probe make(const std::string& name, const std::vector<std::string>& pairs, JobDirectory* jobs = nullptr,
            Roots roots = Roots{"/nonexistent-proc", "/nonexistent-sys"}) {
-  Probe probe;
-  probe.definition = find_sensor(name);
-  if (!probe.definition) throw std::runtime_error("no sensor " + name);
-  probe.options = parse_pairs(*probe.definition->options, pairs, "test");
-  probe.sensor = probe.definition->make(SensorContext{roots, probe.options, jobs});
-  return probe;
+  return test::make_probe(name, roots, pairs, jobs);
 }
 
 // One sample() call: what it reported, per job, or why it is unavailable.

@@ -18,6 +18,7 @@
 
 #include "sensor.h"
 #include "sysfs_tree.h"
+#include "sensor_probe.h"
 #include "test_support.h"
 
 using namespace fructosa;
@@ -29,18 +30,11 @@ namespace {
 const std::string kFixtures = FRUCTOSA_FIXTURES;
 const std::string kCapture = kFixtures + "/node-exporter/sys";
 
-struct Probe {
-  Options options;
-  std::unique_ptr<Sensor> sensor;
-};
+using Probe = test::SensorProbe;
 
 Probe make(const std::string& name, const std::string& proc_root, const std::string& sys_root,
            std::vector<std::string> pairs = {}) {
-  const SensorDefinition* definition = find_sensor(name);
-  if (!definition) throw std::runtime_error("no sensor " + name);
-  Probe probe{parse_pairs(*definition->options, pairs, "test"), nullptr};
-  probe.sensor = definition->make(SensorContext{Roots{proc_root, sys_root}, probe.options});
-  return probe;
+  return test::make_probe(name, Roots{proc_root, sys_root}, pairs);
 }
 
 Probe make_sys(const std::string& name, const std::string& sys_root, std::vector<std::string> pairs = {}) {

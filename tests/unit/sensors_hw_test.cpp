@@ -13,6 +13,7 @@
 
 #include "hwmon.h"
 #include "sensor.h"
+#include "sensor_probe.h"
 
 using namespace fructosa;
 using namespace fructosa::sensors;
@@ -23,19 +24,11 @@ namespace {
 const std::string kFixtures = FRUCTOSA_FIXTURES;
 const std::string kCapture = kFixtures + "/node-exporter/sys";
 
-struct Probe {
-  Options options;
-  std::unique_ptr<Sensor> sensor;
-};
+using Probe = test::SensorProbe;
 
 Probe make(const std::string& name, const std::string& sys_root,
            std::vector<std::string> pairs = {}) {
-  const SensorDefinition* definition = find_sensor(name);
-  if (!definition) throw std::runtime_error("no sensor " + name);
-  Probe probe{parse_pairs(*definition->options, pairs, "test"), nullptr};
-  probe.sensor =
-      definition->make(SensorContext{Roots{"/nonexistent-proc", sys_root}, probe.options});
-  return probe;
+  return test::make_probe(name, Roots{"/nonexistent-proc", sys_root}, pairs);
 }
 
 using Values = std::map<std::string, double>;
