@@ -17,6 +17,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "crc32.h"
+
 namespace fructosa::agent {
 namespace {
 
@@ -24,25 +26,6 @@ constexpr std::uint32_t kRecordMagic = 0x31534146;  // "FAS1" in a little-endian
 constexpr std::uint32_t kStateMagic = 0x31545346;   // "FST1"
 constexpr std::size_t kHeaderBytes = 16;             // magic, body bytes, CRC, samples
 constexpr std::size_t kMaxRecordBytes = 256u << 20;  // larger lengths are garbage
-
-// CRC-32 (IEEE 802.3, reflected, as zlib computes it).
-constexpr std::array<std::uint32_t, 256> make_crc_table() {
-  std::array<std::uint32_t, 256> table{};
-  for (std::uint32_t i = 0; i < 256; ++i) {
-    std::uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
-constexpr auto kCrcTable = make_crc_table();
-
-std::uint32_t crc32(const void* data, std::size_t size) {
-  std::uint32_t c = 0xFFFFFFFFu;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < size; ++i) c = kCrcTable[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
 
 std::string errno_text() { return std::strerror(errno); }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "master_catalog.h"
 #include "output.h"
 
 namespace fructosa::master {
@@ -108,13 +109,12 @@ void AgentRegistry::add_metrics(Sample& sample) const {
 }
 
 void AgentRegistry::describe(MetricInfoStore& infos, const std::string& sensor, const std::string& host) {
-  auto remember = [&](const char* key, Unit unit, std::string description) {
-    infos.remember(sensor, "agent." + host + key, MetricInfo{std::string(to_string(unit)), Kind::gauge, std::move(description)});
-  };
-  remember(".up", Unit::boolean, "1 while agent " + host + " reports, 0 once silent");
-  remember(".last_seen", Unit::timestamp, "when agent " + host + " was last heard");
-  remember(".rate", Unit::count, "points per second accepted from " + host);
-  remember(".backlog", Unit::count, "batches " + host + " sent that lmaster has not accepted yet");
+  // The catalog's agent.*.<key> entries (master_catalog.h), for this host.
+  const std::string pattern_prefix = "agent.*.";
+  for (const auto& entry : master_catalog().entries())
+    if (entry.pattern.starts_with(pattern_prefix))
+      infos.remember(sensor, "agent." + host + entry.pattern.substr(pattern_prefix.size() - 1),
+                     MetricInfo{std::string(to_string(entry.unit)), entry.kind, entry.description});
 }
 
 void AgentRegistry::save(std::int64_t now_ns) const {

@@ -16,9 +16,10 @@
 #include "agent_registry.h"
 #include "codec.h"
 #include "logging.h"
+#include "master_catalog.h"
 #include "master_config.h"
 #include "output_runner.h"
-#include "sample_spool.h"
+#include "journal.h"
 #include "zap_handler.h"
 
 namespace fructosa::master {
@@ -127,24 +128,26 @@ class Master {
       }
       // Drain what is queued (bounded, so signals and timers still get their turn).
       for (int i = 0; i < 10000 && receive(router); ++i) {
-        if (pending_.size() >= kHandOverSamples) hand_over();
+        if (pending_.size() >= kHandOverSamples) commit(router);
       }
       if (std::chrono::system_clock::now() >= next_stats) {
         report_stats(next_stats);
         next_stats = next_stats_time();
       }
-      hand_over();
+      commit(router);
       if (Clock::now() >= next_housekeeping) {
+        trim_journal();
         forget_silent_peers();
         registry_->check(wall_clock_ns());
         registry_->save(wall_clock_ns());
         next_housekeeping = Clock::now() + std::chrono::seconds(1);
       }
     }
-    hand_over();
-    // Every output gets its grace period at the same time, then each spools what it still holds.
+    commit(router);
+    // Every output gets its grace period at the same time; what one still holds stays in the journal.
     for (auto& runner : runners_) runner->begin_stop();
     for (auto& runner : runners_) runner->stop();
+    trim_journal();
     runners_.clear();
     ::close(signal_fd);
     spdlog::info("lmaster stopped");
@@ -159,20 +162,24 @@ class Master {
                                                 config_.agent_timeout);
     registry_->load();
     for (const auto& [host, record] : registry_->agents()) describe_agent(host);
-    budget_ = std::make_unique<DiskBudget>(config_.spool_max_bytes);
+    if (config_.journal_max_bytes > 0) {
+      journal_ = std::make_unique<Journal>(std::filesystem::path(config_.data_dir) / "journal", config_.journal_max_bytes);
+      last_sequence_ = journal_->marks();
+    } else {
+      spdlog::warn("{}: journal_max_bytes = 0: batches are acknowledged from memory and lost if lmaster dies",
+                   config_path_);
+    }
+    std::vector<std::string> names;
     for (const auto& output : config_.outputs) {
       RunnerSettings settings;
       settings.queue_max_points = static_cast<std::size_t>(output.options.get_int("queue_max_points"));
       settings.retry_max_interval = output.options.get_real("retry_max_interval");
       settings.retry_min_interval = std::min(settings.retry_min_interval, settings.retry_max_interval);
-      if (config_.spool_max_bytes > 0) {
-        std::string directory = output.section;  // [Graphite] spools to spool/graphite
-        for (char& c : directory) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        settings.spool_dir = std::filesystem::path(config_.data_dir) / "spool" / directory;
-        settings.budget = budget_.get();
-      }
+      settings.journal = journal_.get();
       runners_.push_back(std::make_unique<OutputRunner>(make_output(output, infos_), settings));
+      names.push_back(runners_.back()->name());
     }
+    if (journal_) journal_->forget_other_positions(names);
     if (runners_.empty()) spdlog::warn("{} enables no output section: samples are acknowledged and discarded", config_path_);
     describe_own_metrics();
   }
@@ -183,35 +190,82 @@ class Master {
     return names.empty() ? "none" : names;
   }
 
-  // Gives every output what was accepted since the last hand-over (one shared copy for all).
-  void hand_over() {
+  // Makes what was accepted since the last commit durable (one journal record, one fdatasync),
+  // then acknowledges it to the agents and gives it to every output (one shared copy for all).
+  // When the journal cannot take it, nothing of it is acknowledged and the agents are asked to
+  // resend (they keep every unacknowledged batch).
+  void commit(zmq::socket_t& router) {
+    if (pending_.empty() && round_marks_.empty() && pending_acks_.empty()) return;
+    std::uint64_t id = 0;
+    if (journal_ && (!pending_.empty() || !round_marks_.empty())) {
+      try {
+        id = journal_->append(round_marks_, pending_);
+        journal_->commit();
+      } catch (const JournalError& error) {
+        return refuse_round(router, error.what());
+      }
+    }
+    for (const auto& [key, sequence] : round_marks_) last_sequence_[key] = std::max(last_sequence_[key], sequence);
+    round_marks_.clear();
+    for (const auto& ack : pending_acks_) {
+      if (ack.samples > 0 || ack.batch) registry_->accepted(ack.host, ack.sequence, ack.samples);
+      send(router, ack.identity, encode_ack(ack.sequence));
+    }
+    pending_acks_.clear();
     if (pending_.empty()) return;
     auto samples = std::make_shared<const std::vector<Sample>>(std::move(pending_));
     pending_ = {};
     pending_.reserve(256);
-    for (auto& runner : runners_) runner->submit(samples);
+    for (auto& runner : runners_) runner->submit(id, samples);
+  }
+
+  void refuse_round(zmq::socket_t& router, const std::string& why) {
+    auto now = Clock::now();
+    if (now - last_journal_error_log_ > std::chrono::seconds(30)) {
+      last_journal_error_log_ = now;
+      spdlog::error("journal: {}: {} batches not acknowledged; their agents keep them and are asked to resend", why,
+                    pending_acks_.size());
+    }
+    for (const auto& sample : pending_) received_points_ -= std::min<std::uint64_t>(received_points_, sample.metrics.size());
+    pending_.clear();
+    round_marks_.clear();
+    for (const auto& ack : pending_acks_) {
+      auto peer = peers_.find(ack.identity);
+      if (peer == peers_.end()) continue;
+      peer->second.dictionary.clear();
+      peer->second.resync_sent = false;
+      ask_resync(router, ack.identity, peer->second, "lmaster could not keep the last batches: " + why);
+    }
+    pending_acks_.clear();
+  }
+
+  // Segments every output has delivered go.
+  void trim_journal() {
+    if (!journal_) return;
+    std::uint64_t delivered = journal_->committed();
+    for (const auto& runner : runners_) delivered = std::min(delivered, runner->delivered());
+    journal_->trim(delivered);
+  }
+
+  // The last sequence accepted from an agent session, this round's included.
+  std::uint64_t last_accepted(const SessionKey& key) const {
+    if (auto found = round_marks_.find(key); found != round_marks_.end()) return found->second;
+    auto found = last_sequence_.find(key);
+    return found == last_sequence_.end() ? 0 : found->second;
   }
 
   // The `lmaster` sensor: the master's own counters, reported like any agent's sensor.
+  // The catalog's entries (master_catalog.h, which make-dashboard reads too), one per output for
+  // the `*.` ones; the per-agent ones are AgentRegistry::describe's.
   void describe_own_metrics() {
-    auto describe = [&](const std::string& key, std::string unit, Kind kind, std::string description) {
-      infos_.remember(kOwnSensor, key, MetricInfo{std::move(unit), kind, std::move(description)});
-    };
-    describe("received", "count", Kind::counter, "points accepted from agents");
-    describe("batches", "count", Kind::counter, "batches accepted from agents");
-    describe("agents", "count", Kind::gauge, "agents heard from during the last interval");
-    describe("curve.accepted", "count", Kind::counter, "CURVE handshakes of allowed agent keys (curve = true)");
-    describe("curve.rejected", "count", Kind::counter, "CURVE clients refused: key not in curve_allowed_keys_dir");
-    describe("curve.failed_handshakes", "count", Kind::counter,
-             "connections refused before the key check: no CURVE, wrong master key, bad protocol");
-    for (const auto& runner : runners_) {
-      const auto& name = runner->name();
-      describe(name + ".sent", "count", Kind::counter, "points the " + name + " output delivered");
-      describe(name + ".retried", "count", Kind::counter, "points the " + name + " output sent again after a failure");
-      describe(name + ".dropped", "count", Kind::counter,
-               "points the " + name + " output gave up (refused for good, or past memory and spool budgets)");
-      describe(name + ".queued", "count", Kind::gauge, "points waiting for the " + name + " output (memory and spool)");
-      describe(name + ".spool_bytes", "bytes", Kind::gauge, "bytes the " + name + " output holds in its spool");
+    for (const auto& entry : master_catalog().entries()) {
+      MetricInfo info{std::string(to_string(entry.unit)), entry.kind, entry.description};
+      if (entry.pattern.starts_with("agent.")) continue;
+      if (!entry.pattern.starts_with("*.")) {
+        infos_.remember(kOwnSensor, entry.pattern, info);
+        continue;
+      }
+      for (const auto& runner : runners_) infos_.remember(kOwnSensor, runner->name() + entry.pattern.substr(1), info);
     }
   }
 
@@ -250,8 +304,8 @@ class Master {
       add(runner->name() + ".retried", static_cast<double>(stats.retried));
       add(runner->name() + ".dropped", static_cast<double>(stats.dropped));
       add(runner->name() + ".queued", static_cast<double>(stats.queued_points));
-      add(runner->name() + ".spool_bytes", static_cast<double>(stats.spool_bytes));
     }
+    if (journal_) add("journal.bytes", static_cast<double>(journal_->bytes()));
     pending_.push_back(std::move(sample));
   }
 
@@ -406,7 +460,7 @@ class Master {
         registry_->heartbeat(peer.host, message.sequence);
         // Answered with the last accepted batch, so an agent hears from its master even when it
         // has nothing to send (it fails over to another master after a silence).
-        send(router, identity, encode_ack(last_sequence_[{peer.host, peer.session}]));
+        pending_acks_.push_back({identity, peer.host, last_accepted({peer.host, peer.session}), 0, false});
         return;
       case MessageType::ack:
       case MessageType::resync:
@@ -417,11 +471,12 @@ class Master {
     }
   }
 
-  void accept_batch(zmq::socket_t& router, const std::string& identity, Peer& peer, const Message& message) {
-    std::uint64_t& last = last_sequence_[{peer.host, peer.session}];
+  void accept_batch(zmq::socket_t&, const std::string& identity, Peer& peer, const Message& message) {
+    SessionKey key{peer.host, peer.session};
+    std::uint64_t last = last_accepted(key);
     if (message.sequence <= last) {
-      // A resend of what was already accepted: acknowledge again, keep it once.
-      send(router, identity, encode_ack(last));
+      // A resend of what was already accepted: acknowledge again (once that is durable), keep it once.
+      pending_acks_.push_back({identity, peer.host, last, 0, false});
       return;
     }
     // Resolve everything first: a bad index rejects the whole batch, never half of it.
@@ -440,9 +495,9 @@ class Master {
     if (last != 0 && message.sequence != last + 1)
       spdlog::warn("agent {}: batches {}..{} never arrived (dropped by the agent?)", peer.host, last + 1,
                    message.sequence - 1);
-    last = message.sequence;
-    registry_->accepted(peer.host, last, pending_.size() - first);
-    send(router, identity, encode_ack(last));
+    round_marks_[key] = message.sequence;
+    // Acknowledged at the end of the round, once the journal has it on disk.
+    pending_acks_.push_back({identity, peer.host, message.sequence, pending_.size() - first, true});
   }
 
   std::string config_path_;
@@ -451,15 +506,25 @@ class Master {
   static inline const std::string kOwnSensor = "lmaster";
   std::string own_host_ = short_hostname();
   MetricInfoStore infos_;
-  std::unique_ptr<DiskBudget> budget_;
+  std::unique_ptr<Journal> journal_;  // null with journal_max_bytes = 0
   std::vector<std::unique_ptr<OutputRunner>> runners_;
-  std::vector<Sample> pending_;  // accepted, not yet handed to the outputs
+  std::vector<Sample> pending_;  // accepted this round, not yet committed
+  struct PendingAck {
+    std::string identity;
+    std::string host;
+    std::uint64_t sequence = 0;
+    std::size_t samples = 0;
+    bool batch = false;  // a new batch (not a resend or a heartbeat)
+  };
+  std::vector<PendingAck> pending_acks_;  // sent once this round is committed
+  SequenceMarks round_marks_;              // sequences accepted this round, not yet committed
+  Clock::time_point last_journal_error_log_;
   std::uint64_t received_points_ = 0;
   std::uint64_t received_batches_ = 0;
   std::map<std::string, Peer> peers_;
   std::unique_ptr<AgentRegistry> registry_;  // every agent ever heard, up or down
   ZapHandler* curve_ = nullptr;               // null unless [lmaster] curve = true
-  std::map<std::pair<std::string, std::uint64_t>, std::uint64_t> last_sequence_;
+  SequenceMarks last_sequence_;  // committed; rebuilt from the journal at start
 };
 
 }  // namespace

@@ -70,8 +70,8 @@ OptionTable full_table(const OutputKind& kind) {
 const OptionTable& output_common_options() {
   static const OptionTable table{
       {.name = "queue_max_points", .type = OptionType::integer, .default_value = "1000000",
-       .help = "points this output may hold in memory while it is behind; beyond them they go to "
-               "the spool under [lmaster] data_dir",
+       .help = "points this output may hold in memory while it is behind; beyond them it reads them "
+               "back from the journal under [lmaster] data_dir when it catches up",
        .min = 1000},
       {.name = "retry_max_interval", .type = OptionType::real, .default_value = "30",
        .help = "longest wait in seconds between two tries after a failure (the wait starts at 0.5 s "
@@ -88,11 +88,14 @@ const OptionTable& master_options() {
       {.name = "incoming data port", .type = OptionType::integer, .default_value = "7888",
        .help = "port to listen on for agents; 0 picks a free one and logs it", .min = 0, .max = 65535},
       {.name = "data_dir", .type = OptionType::text, .default_value = "/var/lib/fructosa",
-       .help = "directory for the spools of outputs that are behind (relative to this file)",
+       .help = "directory of the journal (every accepted batch, durable before it is acknowledged), "
+               "the agent table and the `lmaster ctl` socket (relative to this file)",
        .relative_to_file = true},
-      {.name = "spool_max_bytes", .type = OptionType::integer, .default_value = "1073741824",
-       .help = "disk budget of all output spools together; past it the oldest points are dropped "
-               "and counted; 0 keeps nothing on disk",
+      {.name = "journal_max_bytes", .type = OptionType::integer, .default_value = "1073741824",
+       .help = "disk budget of the journal: records every output has delivered are deleted; past "
+               "the budget the oldest go even if an output has not delivered them (counted in "
+               "<output>.dropped and logged); 0: no journal, batches are acknowledged from memory "
+               "and lost if lmaster dies",
        .min = 0},
       {.name = "stats_interval", .type = OptionType::real, .default_value = "10",
        .help = "seconds between two samples of the master's own sensor `lmaster` (per-output "
@@ -175,7 +178,7 @@ MasterConfig load_master_config(const std::string& path) {
   config.bind_host = master.get_text("host");
   config.port = static_cast<int>(master.get_int("incoming data port"));
   config.data_dir = master.get_text("data_dir");
-  config.spool_max_bytes = static_cast<std::uint64_t>(master.get_int("spool_max_bytes"));
+  config.journal_max_bytes = static_cast<std::uint64_t>(master.get_int("journal_max_bytes"));
   config.stats_interval = master.get_real("stats_interval");
   config.agent_timeout = master.get_real("agent_timeout");
   config.curve = master.get_bool("curve");

@@ -19,8 +19,8 @@ struct MasterConfig {
   std::string path;
   std::string bind_host = "127.0.0.1";
   int port = 7888;  // 0: any free port (logged at start; for tests)
-  std::string data_dir;                 // spools of outputs that are behind, under <data_dir>/spool
-  std::uint64_t spool_max_bytes = 0;    // disk budget of all those spools together; 0: no spool
+  std::string data_dir;                 // the journal (<data_dir>/journal), agents.json, lmaster.ctl
+  std::uint64_t journal_max_bytes = 0;  // disk budget of the journal; 0: no journal (acks from memory)
   double stats_interval = 10;           // seconds between two samples of the `lmaster` sensor
   double agent_timeout = 15;            // seconds of silence before an agent counts as down
   // CURVE (docs/security.md): off by default; on, only agents whose public key is a *.pub file

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "sample_spool.h"
+#include "journal.h"
 
 namespace fructosa::master {
 namespace {
@@ -21,52 +21,71 @@ constexpr auto kLogEvery = std::chrono::seconds(30);
 }  // namespace
 
 struct OutputRunner::Queued {
+  std::uint64_t id = 0;  // the journal record
   SharedSamples samples;
   std::size_t points = 0;
   Clock::time_point since;
 };
 
+struct OutputRunner::JournalReaderHolder {
+  JournalReaderHolder(const Journal& journal, const std::string& output) : reader(journal, output) {}
+  Journal::Reader reader;
+};
+
 OutputRunner::OutputRunner(std::unique_ptr<Output> output, RunnerSettings settings)
     : name_(output->name()), output_(std::move(output)), settings_(std::move(settings)) {
-  if (!settings_.spool_dir.empty() && settings_.budget && settings_.budget->max_bytes() > 0)
-    spool_ = std::make_unique<SampleSpool>(settings_.spool_dir, *settings_.budget, name_);
-  spooling_ = spool_ && !spool_->empty();
+  if (Journal* journal = settings_.journal) {
+    reader_ = std::make_unique<JournalReaderHolder>(*journal, name_);
+    saved_position_ = journal->saved_position(name_);
+    // A new output starts at the journal's end; saved now, so that what arrives before its first
+    // delivery is not skipped after a restart.
+    if (!journal->has_position(name_)) {
+      try {
+        journal->save_position(name_, saved_position_);
+      } catch (const std::exception& error) {
+        spdlog::error("output {}: {}", name_, error.what());
+      }
+    }
+    delivered_ = saved_position_;
+    next_id_ = saved_position_ + 1;
+    behind_ = next_id_ <= journal->committed();
+    if (behind_)
+      spdlog::info("output {}: resuming after journal record {} ({} records to send first)", name_, saved_position_,
+                   journal->committed() - saved_position_);
+  }
   thread_ = std::thread([this] { run(); });
 }
 
 OutputRunner::~OutputRunner() { stop(); }
 
-void OutputRunner::submit(SharedSamples samples) {
+void OutputRunner::submit(std::uint64_t id, SharedSamples samples) {
   std::size_t points = count_points(*samples);
   std::unique_lock lock(mutex_);
-  // Once something is on disk, newer batches follow it there, so the output sees them in order.
-  if (!spooling_ && memory_points_ + points <= settings_.queue_max_points) {
+  const bool journal = settings_.journal != nullptr;
+  if (journal && id < next_id_) return;  // already read back from the journal
+  // Once behind, newer records wait in the journal, so the output sees them in order.
+  if (!behind_ && memory_points_ + points <= settings_.queue_max_points) {
     memory_points_ += points;
     memory_samples_ += samples->size();
-    memory_.push_back(Queued{std::move(samples), points, Clock::now()});
+    memory_.push_back(Queued{id, std::move(samples), points, Clock::now()});
+    if (journal) next_id_ = id + 1;
     lock.unlock();
     wake_.notify_one();
     return;
   }
-  if (spool_) {
-    std::uint64_t dropped = 0;
-    bool kept = spool_->append(*samples, dropped);
-    queue_dropped_ += dropped;
-    if (kept) {
-      if (!spooling_)
-        spdlog::warn("output {}: {} points waiting in memory; spooling newer ones to {}", name_, memory_points_,
-                     spool_->directory().string());
-      spooling_ = true;
-      return;
-    }
+  if (journal) {
+    if (!behind_)
+      spdlog::warn("output {}: {} points waiting in memory; newer ones wait in the journal ({})", name_,
+                   memory_points_, settings_.journal->directory().string());
+    behind_ = true;
+    return;
   }
   queue_dropped_ += points;
   auto now = Clock::now();
   if (now - last_drop_log_ > kLogEvery) {
     last_drop_log_ = now;
-    spdlog::error("output {}: behind by {} points in memory{}: dropping new points (counted in lmaster {}.dropped)",
-                  name_, memory_points_, spool_ ? " and the spool is full" : " and no spool ([lmaster] spool_max_bytes = 0)",
-                  name_);
+    spdlog::error("output {}: behind by {} points in memory and no journal ([lmaster] journal_max_bytes = 0): "
+                  "dropping new points (counted in lmaster {}.dropped)", name_, memory_points_, name_);
   }
 }
 
@@ -102,28 +121,40 @@ RunnerStats OutputRunner::stats() const {
   stats.dropped = counters.dropped + queue_dropped_;
   std::lock_guard lock(mutex_);
   // Points being written count as queued until the write settles.
-  stats.queued_points = memory_points_ + retry_points_ + (spool_ ? spool_->points() : 0);
-  stats.spool_bytes = spool_ ? spool_->bytes() : 0;
+  stats.queued_points = memory_points_ + retry_points_ + (behind_ ? reader_->reader.points_from(next_id_) : 0);
   return stats;
 }
 
-// Called with the lock held: keeps the memory queue fed from the spool, oldest first.
-void OutputRunner::refill_from_spool() {
-  if (!spool_) return;
-  while (memory_.empty() && !spool_->empty()) {
-    std::uint64_t dropped = 0;
-    auto batch = spool_->pop(dropped);
-    queue_dropped_ += dropped;
-    if (!batch) break;
-    auto samples = std::make_shared<const std::vector<Sample>>(std::move(*batch));
-    std::size_t points = count_points(*samples);
-    memory_points_ += points;
-    memory_samples_ += samples->size();
-    memory_.push_back(Queued{std::move(samples), points, Clock::time_point{}});
+// Called with the lock held, which it releases while it reads: once memory is empty, a runner
+// that is behind reads the next records from the journal, oldest first.
+void OutputRunner::refill_from_journal(std::unique_lock<std::mutex>& lock) {
+  if (!behind_ || !memory_.empty()) return;
+  std::uint64_t from = next_id_;
+  lock.unlock();
+  std::vector<Queued> read;
+  std::size_t points = 0;
+  std::uint64_t dropped = 0, next = from;
+  while (points < settings_.queue_max_points) {
+    auto record = reader_->reader.read(next, dropped);
+    if (!record) break;
+    next = record->id + 1;
+    points += record->points;
+    auto samples = std::make_shared<const std::vector<Sample>>(std::move(record->samples));
+    read.push_back(Queued{record->id, std::move(samples), record->points, Clock::time_point{}});
   }
-  if (spooling_ && spool_->empty()) {
-    spooling_ = false;
-    spdlog::info("output {}: its spool is sent; back to memory only", name_);
+  lock.lock();
+  queue_dropped_ += dropped;
+  for (auto& queued : read) {
+    memory_points_ += queued.points;
+    memory_samples_ += queued.samples->size();
+    memory_.push_back(std::move(queued));
+  }
+  next_id_ = std::max(next_id_, next);
+  // Caught up: every committed record is taken, and records committed from now on are submitted
+  // after their commit, so they reach the memory queue.
+  if (next_id_ > settings_.journal->committed()) {
+    behind_ = false;
+    spdlog::info("output {}: caught up with the journal; back to memory only", name_);
   }
 }
 
@@ -155,7 +186,9 @@ bool OutputRunner::attempt(std::span<const Sample> samples, std::vector<Sample>&
   return false;
 }
 
-void OutputRunner::flush_output() {
+// Flushes the output; then everything written up to record `written_through` is delivered,
+// and that becomes the output's journal position.
+void OutputRunner::flush_output(std::uint64_t written_through) {
   try {
     output_->flush();
   } catch (const std::exception& error) {
@@ -163,6 +196,20 @@ void OutputRunner::flush_output() {
     if (now - last_flush_log_ > kLogEvery) {
       last_flush_log_ = now;
       spdlog::error("output {}: flush failed: {} (kept for the next flush)", name_, error.what());
+    }
+    return;
+  }
+  if (!settings_.journal || written_through <= saved_position_) return;
+  try {
+    settings_.journal->save_position(name_, written_through);
+    saved_position_ = written_through;
+    delivered_ = written_through;
+  } catch (const std::exception& error) {
+    auto now = Clock::now();
+    if (now - last_flush_log_ > kLogEvery) {
+      last_flush_log_ = now;
+      spdlog::error("output {}: {} (a restart would send records after {} again)", name_, error.what(),
+                    saved_position_);
     }
   }
 }
@@ -172,14 +219,21 @@ void OutputRunner::run() {
   const std::size_t batch = std::max<std::size_t>(output_->batch_samples(), 1);
   auto next_flush = Clock::now() + linger;
   std::vector<Sample> retry;  // what the last failed write left; goes before the queue
+  std::uint64_t retry_through = 0;    // the last record `retry` holds part of
+  std::uint64_t written_through = saved_position_;  // every record up to it is written
   double backoff = 0;
+  auto flush_when_due = [&] {
+    if (Clock::now() < next_flush) return;
+    flush_output(written_through);
+    next_flush = Clock::now() + linger;
+  };
 
   for (;;) {
     std::unique_lock lock(mutex_);
     if (reopen_) {
       reopen_ = false;
       lock.unlock();
-      flush_output();
+      flush_output(written_through);
       try {
         output_->reopen();
       } catch (const std::exception& error) {
@@ -187,9 +241,7 @@ void OutputRunner::run() {
       }
       continue;
     }
-    if (stop_ && (Clock::now() >= stop_deadline_ ||
-                  (retry.empty() && memory_.empty() && (!spool_ || spool_->empty()))))
-      break;
+    if (stop_ && (Clock::now() >= stop_deadline_ || (retry.empty() && memory_.empty() && !behind_))) break;
 
     if (!retry.empty()) {
       // Back off before trying again; a stop cuts the wait short (but not past the grace).
@@ -204,6 +256,7 @@ void OutputRunner::run() {
       retry = std::move(again);
       retry_points_ = count_points(retry);
       if (delivered) {
+        written_through = retry_through;
         spdlog::info("output {}: delivering again after {:.1f} s of failures", name_,
                      std::chrono::duration<double>(Clock::now() - *failing_since_).count());
         failing_since_.reset();
@@ -211,23 +264,21 @@ void OutputRunner::run() {
       } else {
         backoff = std::min(std::max(backoff * 2, settings_.retry_min_interval), settings_.retry_max_interval);
       }
+      flush_when_due();
       continue;
     }
 
-    refill_from_spool();
+    refill_from_journal(lock);
     auto now = Clock::now();
     bool ready = !memory_.empty() &&
-                 (stop_ || memory_samples_ >= batch || memory_.front().since + linger <= now);
+                 (stop_ || behind_ || memory_samples_ >= batch || memory_.front().since + linger <= now);
     if (!ready) {
       auto until = next_flush;
       if (!memory_.empty()) until = std::min(until, memory_.front().since + linger);
       if (stop_) until = std::min(until, stop_deadline_);
       if (until > now) wake_.wait_until(lock, until);
       lock.unlock();
-      if (Clock::now() >= next_flush) {
-        flush_output();
-        next_flush = Clock::now() + linger;
-      }
+      flush_when_due();
       continue;
     }
 
@@ -253,49 +304,41 @@ void OutputRunner::run() {
       for (const auto& queued : taken) merged.insert(merged.end(), queued.samples->begin(), queued.samples->end());
       all = merged;
     }
+    bool failed = false;
     for (std::size_t at = 0; at < all.size(); at += batch) {
       auto slice = all.subspan(at, std::min(batch, all.size() - at));
       if (!attempt(slice, retry)) {
         // The rest goes after what this slice left, in order.
         if (at + slice.size() < all.size()) retry.insert(retry.end(), all.begin() + at + slice.size(), all.end());
         backoff = settings_.retry_min_interval;
+        failed = true;
         break;
       }
     }
+    if (failed)
+      retry_through = taken.back().id;
+    else
+      written_through = taken.back().id;
     retry_points_ = count_points(retry);
-    if (Clock::now() >= next_flush) {
-      flush_output();
-      next_flush = Clock::now() + linger;
-    }
+    flush_when_due();
   }
 
-  flush_output();
-  // What is left goes to the spool, oldest first, for the next start.
-  std::vector<std::vector<Sample>> left;
-  std::uint64_t left_points = 0;
-  {
-    std::lock_guard lock(mutex_);
-    if (!retry.empty()) left.push_back(std::move(retry));
-    for (auto& queued : memory_) left.push_back(*queued.samples);
-    memory_.clear();
-    memory_points_ = memory_samples_ = 0;
-    retry_points_ = 0;
-    for (const auto& batch_left : left) left_points += count_points(batch_left);
-    if (!left.empty()) {
-      if (spool_ && spool_->prepend(left)) {
-        spdlog::warn("output {}: stopping with {} points undelivered: kept in {} for the next start", name_,
-                     left_points, spool_->directory().string());
-      } else {
-        queue_dropped_ += left_points;
-        spdlog::error("output {}: stopping with {} points undelivered and nowhere to keep them: dropped", name_,
-                      left_points);
-      }
-    } else if (spool_ && !spool_->empty()) {
-      spdlog::warn("output {}: stopping with {} points in {}, sent at the next start", name_, spool_->points(),
-                   spool_->directory().string());
-    }
-    if (spool_) spool_->seal();
+  flush_output(written_through);
+  std::lock_guard lock(mutex_);
+  std::uint64_t left_points = memory_points_ + count_points(retry);
+  if (settings_.journal) {
+    if (behind_) left_points += reader_->reader.points_from(next_id_);
+    if (left_points > 0)
+      spdlog::warn("output {}: stopping with {} points undelivered: they stay in the journal after record {} and "
+                   "are sent first at the next start", name_, left_points, saved_position_);
+  } else if (left_points > 0) {
+    queue_dropped_ += left_points;
+    spdlog::error("output {}: stopping with {} points undelivered and no journal to keep them: dropped", name_,
+                  left_points);
   }
+  memory_.clear();
+  memory_points_ = memory_samples_ = 0;
+  retry_points_ = 0;
 }
 
 }  // namespace fructosa::master

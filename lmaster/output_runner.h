@@ -1,12 +1,14 @@
 // One output on its own thread behind its own queue.
 //
-// The master's loop submits every accepted batch to each runner and never waits: a runner keeps
-// what its output has not taken yet in memory (queue_max_points), then in a spool on disk under
-// <data_dir>/spool/<output> within the master's disk budget, oldest first, and drops (and counts)
-// only past that. Its thread hands batches to Output::write, retries failures with exponential
-// backoff (0.5 s doubling to retry_max_interval; cut short by stop), calls flush() every
-// flush_period(), and reopen() after SIGHUP. At stop it delivers what it can within a grace
-// period and spools the rest, which the next start sends first.
+// The master's loop submits every committed journal record to each runner and never waits: a
+// runner keeps what its output has not taken yet in memory (queue_max_points); past that it
+// stops queueing and reads the records back from the journal once its output catches up. Its
+// thread hands batches to Output::write, retries failures with exponential backoff (0.5 s
+// doubling to retry_max_interval; cut short by stop), calls flush() every flush_period(), and
+// reopen() after SIGHUP. After a flush, the id of the last record written is saved as the
+// output's journal position: a restart (even after kill -9) resumes after it. At stop it
+// delivers what it can within a grace period; the rest waits in the journal.
+// Without a journal ([lmaster] journal_max_bytes = 0) points past the memory queue are dropped.
 #pragma once
 
 #include <chrono>
@@ -25,8 +27,7 @@
 
 namespace fructosa::master {
 
-class SampleSpool;
-class DiskBudget;
+class Journal;
 
 using SharedSamples = std::shared_ptr<const std::vector<Sample>>;
 
@@ -34,16 +35,14 @@ struct RunnerSettings {
   std::size_t queue_max_points = 1000000;
   double retry_min_interval = 0.5;
   double retry_max_interval = 30;
-  std::filesystem::path spool_dir;  // empty: no spool, drop past the memory queue
-  DiskBudget* budget = nullptr;     // shared by every runner's spool; may be null without a spool
-  double stop_grace = 5;            // seconds to keep delivering at stop before spooling the rest
+  Journal* journal = nullptr;  // null: nothing on disk, drop past the memory queue
+  double stop_grace = 5;       // seconds to keep delivering at stop (the rest stays in the journal)
 };
 
 // What the `lmaster` sensor reports for one output.
 struct RunnerStats {
   std::uint64_t sent = 0, retried = 0, dropped = 0;
-  std::uint64_t queued_points = 0;  // in memory and in the spool
-  std::uint64_t spool_bytes = 0;
+  std::uint64_t queued_points = 0;  // in memory, and in the journal when it is behind
 };
 
 class OutputRunner {
@@ -54,10 +53,12 @@ class OutputRunner {
   OutputRunner& operator=(const OutputRunner&) = delete;
 
   const std::string& name() const { return name_; }
-  // Never blocks on the output; may append to the spool file.
-  void submit(SharedSamples samples);
+  // Never blocks on the output. `id`: the journal record holding the samples (0 without one).
+  void submit(std::uint64_t id, SharedSamples samples);
+  // The last journal record this output has delivered (and saved as its position).
+  std::uint64_t delivered() const { return delivered_; }
   void request_reopen();
-  // Starts the grace period: deliver what it can within stop_grace, flush, spool what is left.
+  // Starts the grace period: deliver what it can within stop_grace, flush.
   void begin_stop();
   // begin_stop(), then waits for the thread.
   void stop();
@@ -66,23 +67,28 @@ class OutputRunner {
  private:
   using Clock = std::chrono::steady_clock;
   struct Queued;
+  struct JournalReaderHolder;
 
   void run();
   bool attempt(std::span<const Sample> samples, std::vector<Sample>& retry);
-  void refill_from_spool();
-  void flush_output();
+  void refill_from_journal(std::unique_lock<std::mutex>& lock);
+  void flush_output(std::uint64_t written_through);
 
   std::string name_;
   std::unique_ptr<Output> output_;
   RunnerSettings settings_;
-  std::unique_ptr<SampleSpool> spool_;
+  std::unique_ptr<JournalReaderHolder> reader_;
 
   mutable std::mutex mutex_;  // guards everything below but the atomics and the thread's own
   std::condition_variable wake_;
-  std::deque<Queued> memory_;  // oldest first; the spool (when not empty) holds newer ones
+  std::deque<Queued> memory_;  // oldest first
   std::size_t memory_points_ = 0;
   std::size_t memory_samples_ = 0;
-  bool spooling_ = false;  // once something is spooled, newer batches follow it there (FIFO)
+  // Behind: memory was full, so newer records are not queued; they are read from the journal,
+  // from next_id_ on, once memory is empty. next_id_: the first record not yet taken.
+  bool behind_ = false;
+  std::uint64_t next_id_ = 0;
+  std::atomic<std::uint64_t> delivered_{0};
   bool reopen_ = false;
   bool stop_ = false;
   Clock::time_point stop_deadline_;
@@ -92,6 +98,7 @@ class OutputRunner {
   // The runner thread's own.
   Clock::time_point last_failure_log_, last_flush_log_;
   std::optional<Clock::time_point> failing_since_;
+  std::uint64_t saved_position_ = 0;
   std::thread thread_;
 };
 

@@ -183,7 +183,9 @@ void write_jobs_attribute(const std::string& file, hid_t object,
   hsize_t count = sorted.size();
   Handle space = check(file, count > 0 ? H5Screate_simple(1, &count, nullptr) : H5Screate(H5S_NULL),
                        H5Sclose, "cannot make a dataspace");
-  write_attribute(file, object, "jobs", H5T_STD_U64LE, space.get(), sorted.data(), where);
+  // HDF5 1.10 refuses a null buffer even for an empty (H5S_NULL) attribute.
+  const std::uint64_t none = 0;
+  write_attribute(file, object, "jobs", H5T_STD_U64LE, space.get(), sorted.empty() ? &none : sorted.data(), where);
 }
 
 struct AttributeCopy {
@@ -230,12 +232,12 @@ hsize_t dataset_rows(const std::string& file, hid_t dataset, const std::string& 
 }
 
 // Reads the first `count` rows of a 1-D dataset.
-void read_first_rows(const std::string& file, hid_t dataset, hid_t memory_type, hsize_t count,
-                     void* data, const std::string& where) {
+// Reads rows [start, start + count) of a 1-D dataset.
+void read_rows(const std::string& file, hid_t dataset, hid_t memory_type, hsize_t start, hsize_t count,
+               void* data, const std::string& where) {
   if (count == 0) return;
   const std::string what = "cannot read " + where;
   Handle file_space = check(file, H5Dget_space(dataset), H5Sclose, what);
-  const hsize_t start = 0;
   check(file,
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr),
         what);
@@ -593,6 +595,13 @@ struct Hdf5Output::Impl {
   std::map<std::string, HostGroup, std::less<>> hosts;
   std::size_t buffered_points = 0;
 
+  // After a crash: the newest row time of each (host link, sensor link, job) in the files the
+  // killed writer left. lmaster replays the journal from each output's last saved position, which
+  // may be a little older than the last flush that reached the file; rows up to these times are
+  // already stored and are skipped (once a series passes its mark, the mark goes).
+  std::map<std::tuple<std::string, std::string, std::uint64_t>, std::int64_t> stored_before_crash;
+  std::uint64_t skipped_as_stored = 0;
+
   // --- locking, old files, repair --------------------------------------------------------------
 
   void take_lock() {
@@ -647,7 +656,7 @@ struct Hdf5Output::Impl {
   // left open (their superblock still says so), are compressed (and so repaired) now.
   void compact_left_over_files() {
     std::error_code error;
-    std::vector<fs::path> interrupted, left_open;
+    std::vector<fs::path> interrupted, left_open, members;
     for (const auto& entry : fs::directory_iterator(series.directory, error)) {
       std::error_code type_error;
       if (!entry.is_regular_file(type_error) || entry.is_symlink(type_error)) continue;
@@ -663,6 +672,7 @@ struct Hdf5Output::Impl {
         continue;
       }
       if (!series.is_member(name)) continue;
+      members.push_back(entry.path());
       auto flags = superblock_flags(entry.path());
       if (flags && *flags != 0) left_open.push_back(entry.path());
     }
@@ -688,6 +698,14 @@ struct Hdf5Output::Impl {
       }
     }
     for (const auto& path : interrupted) compact_and_log(path.string());
+    if (!left_open.empty()) {
+      // A crash: what the journal replays may be in these files already (or in the newest file,
+      // when the crash came right after a rotation).
+      std::sort(members.begin(), members.end());
+      if (std::find(left_open.begin(), left_open.end(), members.back()) == left_open.end())
+        left_open.push_back(members.back());
+      for (const auto& path : left_open) remember_stored_rows(path.string());
+    }
   }
 
   struct Compaction {
@@ -826,7 +844,7 @@ struct Hdf5Output::Impl {
       Handle time = check(path, H5Dopen2(table, kTime, H5P_DEFAULT), H5Dclose,
                           "cannot open " + where + "/time");
       std::vector<std::int64_t> times(complete);
-      read_first_rows(path, time.get(), H5T_NATIVE_INT64, complete, times.data(), where + "/time");
+      read_rows(path, time.get(), H5T_NATIVE_INT64, 0, complete, times.data(), where + "/time");
       while (complete > 0 && times[complete - 1] == 0) --complete;
     }
     for (const auto& link : links) {
@@ -1255,7 +1273,7 @@ struct Hdf5Output::Impl {
       // The narrow strings read as wide ones (HDF5 pads them); only the committed rows (a
       // failed flush may have left more).
       if (label.in_file)
-        read_first_rows(file_path, label.dataset.get(), type.get(), table.rows, rows.data(), where);
+        read_rows(file_path, label.dataset.get(), type.get(), 0, table.rows, rows.data(), where);
       append(file_path, dataset.get(), type.get(), rows.data(), 0, table.rows, where);
     }
     if (label.in_file) {
@@ -1511,6 +1529,7 @@ struct Hdf5Output::Impl {
         added.sensor_link = hdf5_link_name(sample.sensor);
       }
       Table& table = found->second;
+      if (!stored_before_crash.empty() && already_stored(table, sample)) continue;
       const std::size_t row = table.time_buffer.size();
       table.time_buffer.push_back(sample.time_ns);
       table.job_buffer.push_back(sample.job);
@@ -1528,6 +1547,59 @@ struct Hdf5Output::Impl {
       }
       table.buffered_points += sample.metrics.size();
       buffered_points += sample.metrics.size();
+    }
+  }
+
+  bool already_stored(const Table& table, const Sample& sample) {
+    auto mark = stored_before_crash.find({table.host_link, table.sensor_link, sample.job});
+    if (mark == stored_before_crash.end()) return false;
+    if (sample.time_ns > mark->second) {
+      stored_before_crash.erase(mark);
+      if (stored_before_crash.empty() && skipped_as_stored > 0)
+        spdlog::info("hdf5: {} samples sent again after the crash were already in {} and were not stored twice",
+                     skipped_as_stored, link_path);
+      return false;
+    }
+    ++skipped_as_stored;
+    return true;
+  }
+
+  // The newest row time per job of every table in `path` (its last rows only: a replay after a
+  // crash covers seconds).
+  void remember_stored_rows(const std::string& path) {
+    constexpr hsize_t kTailRows = 1 << 16;
+    try {
+      Handle access = file_access_properties(path);
+      Handle file = check(path, H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()), H5Fclose,
+                          "cannot open it");
+      for (const auto& host_link : hard_links(path, file.get(), "/")) {
+        Handle host = check(path, H5Oopen(file.get(), host_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + host_link);
+        if (H5Iget_type(host.get()) != H5I_GROUP) continue;
+        for (const auto& sensor_link : hard_links(path, host.get(), "/" + host_link)) {
+          const std::string where = "/" + host_link + "/" + sensor_link;
+          Handle table = check(path, H5Oopen(host.get(), sensor_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + where);
+          if (H5Iget_type(table.get()) != H5I_GROUP || H5Lexists(table.get(), kTime, H5P_DEFAULT) <= 0 ||
+              H5Lexists(table.get(), kJob, H5P_DEFAULT) <= 0)
+            continue;
+          Handle time = check(path, H5Dopen2(table.get(), kTime, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/time");
+          Handle job = check(path, H5Dopen2(table.get(), kJob, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/job");
+          const hsize_t rows = std::min(dataset_rows(path, time.get(), where + "/time"),
+                                        dataset_rows(path, job.get(), where + "/job"));
+          const hsize_t start = rows > kTailRows ? rows - kTailRows : 0;
+          std::vector<std::int64_t> times(rows - start);
+          std::vector<std::uint64_t> jobs(rows - start);
+          read_rows(path, time.get(), H5T_NATIVE_INT64, start, rows - start, times.data(), where + "/time");
+          read_rows(path, job.get(), H5T_NATIVE_UINT64, start, rows - start, jobs.data(), where + "/job");
+          for (std::size_t i = 0; i < times.size(); ++i) {
+            if (times[i] == 0) continue;  // grown, never written
+            auto& mark = stored_before_crash[{host_link, sensor_link, jobs[i]}];
+            mark = std::max(mark, times[i]);
+          }
+        }
+      }
+    } catch (const std::exception& failure) {
+      spdlog::warn("hdf5: cannot read the last rows of {} ({}): samples sent again after the crash may be "
+                   "stored twice", path, failure.what());
     }
   }
 

@@ -99,7 +99,7 @@ class LmasterOutputsTest(FructosaTestCase):
             table = f[f"{MASTER_HOST}/lmaster"]
             self.assertEqual(table["received"].attrs["kind"], "counter")
             self.assertEqual(table["received"].attrs["unit"], "count")
-            self.assertEqual(table["hdf5.spool_bytes"].attrs["unit"], "bytes")
+            self.assertEqual(table["journal.bytes"].attrs["unit"], "bytes")
             self.assertEqual(table["stdout.queued"].attrs["kind"], "gauge")
             self.assertGreaterEqual(len(table["time"]), 3)
             interval_ns = 300_000_000
@@ -133,10 +133,10 @@ class LmasterOutputsTest(FructosaTestCase):
         master = self.start_master_only(
             f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\n", name="lmaster2")
         received = lambda: {(p, round(ts * 1000), v) for p, ts, v in sink.snapshot() if p.startswith("testnode.")}
-        wait_for(lambda: printed <= received(), what="the spooled points to reach carbon")
+        wait_for(lambda: printed <= received(), what="the points kept in the journal to reach carbon")
         self.assertEqual(received(), printed)
         self.assertEqual(self.stop(master), 0, read_text(self.path("lmaster2.err")))
-        self.assertIn("sent first", read_text(self.path("lmaster2.err")))
+        self.assertIn("resuming after journal record", read_text(self.path("lmaster2.err")))
 
 
 if __name__ == "__main__":

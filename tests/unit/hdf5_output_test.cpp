@@ -1148,5 +1148,37 @@ TEST(Hdf5Output, RepairsAFileLeftByAKilledWriter) {
   }
 }
 
+// After a crash lmaster replays its journal from each output's last saved position, which can be
+// older than the last flush that reached the file: those rows are not stored twice.
+TEST(Hdf5Output, AfterACrashRowsAlreadyInTheFileAreNotStoredAgain) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.h5");
+  {
+    // Stores kT0 .. kT0+39 (job 0 below +20, job 5 from +20 on), then is killed.
+    Child writer("Hdf5KilledWriterChild.Write", {"FRUCTOSA_HDF5_KILLED_WRITER=" + path});
+    writer.line("KILLED file=");
+    writer.wait();
+  }
+  MetricInfoStore infos;
+  std::string new_file;
+  {
+    Hdf5Output output(options_for(path, {"chunk=16"}), infos);
+    new_file = output.file();
+    std::vector<Sample> replay;
+    for (int i = 15; i < 23; ++i) replay.push_back(make_sample("h", "s", kT0 + i, 0, {{"v", i * 1.0}}));
+    for (int i = 35; i < 45; ++i) replay.push_back(make_sample("h", "s", kT0 + i, 5, {{"v", i * 1.0}}));
+    replay.push_back(make_sample("h", "other", kT0 + 1, 0, {{"v", 1.0}}));  // a table it never had
+    replay.push_back(make_sample("h", "s", kT0 + 16, 0, {{"v", 16.0}}));     // past its mark: stored
+    output.write(replay);
+    output.flush();
+  }
+  Reader reader(new_file);
+  EXPECT_EQ(reader.int64s("/h/s/time"),
+            (std::vector<std::int64_t>{kT0 + 20, kT0 + 21, kT0 + 22, kT0 + 40, kT0 + 41, kT0 + 42, kT0 + 43,
+                                       kT0 + 44, kT0 + 16}));
+  EXPECT_EQ(reader.uint64s("/h/s/job"), (std::vector<std::uint64_t>{0, 0, 0, 5, 5, 5, 5, 5, 0}));
+  EXPECT_EQ(reader.int64s("/h/other/time"), (std::vector<std::int64_t>{kT0 + 1}));
+}
+
 }  // namespace
 }  // namespace fructosa::master

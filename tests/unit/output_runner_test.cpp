@@ -1,4 +1,4 @@
-// The output runner and its disk spool: ordering, retries, budgets, restarts.
+// The output runner and the master journal: ordering, retries, budgets, restarts, crashes.
 #include "test_support.h"
 #include "output_runner.h"
 
@@ -15,7 +15,7 @@
 #include <set>
 #include <thread>
 
-#include "sample_spool.h"
+#include "journal.h"
 
 namespace fructosa::master {
 namespace {
@@ -111,6 +111,27 @@ std::vector<std::int64_t> sequence(int first, int count) {
   return numbers;
 }
 
+// Does what the master does with a round: journal it, commit, then submit it.
+std::uint64_t feed(Journal& journal, OutputRunner& runner, std::vector<Sample> samples, SequenceMarks marks = {}) {
+  std::uint64_t id = journal.append(marks, samples);
+  journal.commit();
+  runner.submit(id, shared(std::move(samples)));
+  return id;
+}
+
+std::vector<std::int64_t> times_of(const std::vector<Sample>& samples) {
+  std::vector<std::int64_t> times;
+  for (const auto& sample : samples) times.push_back(sample.time_ns);
+  return times;
+}
+
+std::size_t files_ending(const std::string& directory, const std::string& suffix) {
+  std::size_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(directory))
+    count += entry.path().filename().string().ends_with(suffix);
+  return count;
+}
+
 RunnerSettings fast_settings(std::size_t queue_max_points = 1000000) {
   RunnerSettings settings;
   settings.queue_max_points = queue_max_points;
@@ -120,7 +141,7 @@ RunnerSettings fast_settings(std::size_t queue_max_points = 1000000) {
   return settings;
 }
 
-TEST(SampleSpool, EncodesSamplesExactly) {
+TEST(Journal, EncodesSamplesExactly) {
   auto samples = numbered(1, 9);
   samples[0].metrics.push_back({"nan", std::numeric_limits<double>::quiet_NaN()});
   auto decoded = decode_samples(encode_samples(samples));
@@ -150,108 +171,103 @@ TEST(SampleSpool, EncodesSamplesExactly) {
   EXPECT_THROW(decode_samples(huge_count), std::runtime_error);
 }
 
-TEST(SampleSpool, IsFirstInFirstOutAndSurvivesARestartMidSegment) {
+TEST(Journal, ReadsBackWhatWasCommittedAndRebuildsTheMarksAfterARestart) {
   TempDir dir;
-  DiskBudget budget(1 << 30);
-  std::uint64_t dropped = 0;
   {
-    SampleSpool spool(dir.file("out"), budget, "test");
-    EXPECT_TRUE(spool.empty());
-    for (int batch = 0; batch < 4; ++batch) ASSERT_TRUE(spool.append(numbered(batch * 5, 5), dropped));
-    EXPECT_EQ(spool.points(), 40u);
-    EXPECT_GT(budget.used(), 0u);
-    auto first = spool.pop(dropped);
+    Journal journal(dir.path(), 1 << 30);
+    EXPECT_EQ(journal.committed(), 0u);
+    EXPECT_EQ(journal.append({{{"node1", 7}, 3}}, numbered(0, 5)), 1u);
+    EXPECT_EQ(journal.committed(), 0u);  // not durable yet: not readable
+    journal.commit();
+    EXPECT_EQ(journal.append({{{"node1", 7}, 5}, {{"node2", 9}, 1}}, numbered(5, 5)), 2u);
+    journal.commit();
+    Journal::Reader reader(journal, "test");
+    std::uint64_t dropped = 0;
+    auto first = reader.read(1, dropped);
     ASSERT_TRUE(first);
-    EXPECT_EQ(first->front().time_ns, 0);
-    EXPECT_EQ(spool.points(), 30u);
+    EXPECT_EQ(times_of(first->samples), sequence(0, 5));
+    EXPECT_EQ(first->points, 10u);
+    auto second = reader.read(2, dropped);
+    ASSERT_TRUE(second);
+    EXPECT_EQ(times_of(second->samples), sequence(5, 5));
+    EXPECT_FALSE(reader.read(3, dropped));
+    EXPECT_EQ(dropped, 0u);
+    journal.save_position("test", 1);
   }
-  // The next run starts where this one stopped reading.
-  DiskBudget fresh_budget(1 << 30);
-  SampleSpool spool(dir.file("out"), fresh_budget, "test");
-  EXPECT_EQ(spool.points(), 30u);
-  EXPECT_GT(fresh_budget.used(), 0u);
-  std::vector<std::int64_t> times;
-  while (auto batch = spool.pop(dropped))
-    for (const auto& sample : *batch) times.push_back(sample.time_ns);
-  EXPECT_EQ(times, sequence(5, 15));
-  EXPECT_EQ(dropped, 0u);
-  EXPECT_TRUE(spool.empty());
-  EXPECT_EQ(fresh_budget.used(), 0u);
+  Journal journal(dir.path(), 1 << 30);  // as after a kill -9: nothing was saved at exit
+  EXPECT_EQ(journal.committed(), 2u);
+  EXPECT_EQ(journal.saved_position("test"), 1u);
+  EXPECT_EQ(journal.saved_position("new output"), 2u);  // starts at the end
+  SequenceMarks expected{{{"node1", 7}, 5}, {{"node2", 9}, 1}};
+  EXPECT_EQ(journal.marks(), expected);
+  EXPECT_EQ(journal.append({}, numbered(10, 1)), 3u);
 }
 
-TEST(SampleSpool, PrependPutsBatchesBeforeEverythingSpooled) {
+TEST(Journal, ATornLastRecordIsCutAndTheRestIsKept) {
   TempDir dir;
-  DiskBudget budget(1 << 30);
-  std::uint64_t dropped = 0;
   {
-    SampleSpool spool(dir.path(), budget, "test");
-    ASSERT_TRUE(spool.append(numbered(10, 5), dropped));
-    ASSERT_TRUE(spool.append(numbered(15, 5), dropped));
-    ASSERT_TRUE(spool.pop(dropped));  // 10..14 consumed
-    ASSERT_TRUE(spool.prepend({numbered(0, 5), numbered(5, 5)}));
-    spool.seal();
+    Journal journal(dir.path(), 1 << 30);
+    journal.append({{{"node1", 1}, 1}}, numbered(0, 5));
+    journal.append({{{"node1", 1}, 2}}, numbered(5, 5));
+    journal.commit();
   }
-  DiskBudget fresh_budget(1 << 30);
-  SampleSpool spool(dir.path(), fresh_budget, "test");
-  std::vector<std::int64_t> times;
-  while (auto batch = spool.pop(dropped))
-    for (const auto& sample : *batch) times.push_back(sample.time_ns);
-  std::vector<std::int64_t> expected = sequence(0, 10);
-  for (auto t : sequence(15, 5)) expected.push_back(t);
-  EXPECT_EQ(times, expected);
+  auto segment = dir.file("00000000000000000001.journal");
+  std::filesystem::resize_file(segment, std::filesystem::file_size(segment) - 7);  // a crash mid-write
+  Journal journal(dir.path(), 1 << 30);
+  EXPECT_EQ(journal.committed(), 1u);
+  EXPECT_EQ(journal.marks().at({"node1", 1}), 1u);  // batch 2 was never acknowledged: its resend is taken
+  Journal::Reader reader(journal, "test");
+  std::uint64_t dropped = 0;
+  ASSERT_TRUE(reader.read(1, dropped));
+  EXPECT_FALSE(reader.read(2, dropped));
+  EXPECT_EQ(journal.append({}, numbered(5, 5)), 2u);
 }
 
-TEST(SampleSpool, OverBudgetDropsItsOwnOldestSegmentsAndCountsThem) {
+TEST(Journal, DeletesDeliveredSegmentsAndKeepsTheirMarksAndIds) {
   TempDir dir;
-  auto one_record = encode_samples(numbered(0, 200)).size() + 24;
-  // Room for about 2.5 records; segments hold up to 8 MiB, so each seal starts a new one.
-  DiskBudget budget(one_record * 5 / 2);
-  SampleSpool spool(dir.path(), budget, "test");
-  std::uint64_t dropped = 0;
-  ASSERT_TRUE(spool.append(numbered(0, 200), dropped));
-  spool.seal();
-  ASSERT_TRUE(spool.append(numbered(200, 200), dropped));
-  spool.seal();
-  ASSERT_TRUE(spool.append(numbered(400, 200), dropped));
-  EXPECT_EQ(dropped, 400u);  // the oldest batch: 200 samples x 2 points
-  EXPECT_LE(budget.used(), budget.max_bytes());
-  auto next = spool.pop(dropped);
-  ASSERT_TRUE(next);
-  EXPECT_EQ(next->front().time_ns, 200);
-
-  // Another output holding the whole budget: nothing of ours to drop, the batch is refused.
-  DiskBudget full(10);
-  TempDir other;
-  SampleSpool starved(other.path(), full, "starved");
-  EXPECT_FALSE(starved.append(numbered(0, 5), dropped));
-}
-
-TEST(SampleSpool, ATruncatedRecordLosesOnlyItself) {
-  TempDir dir;
-  DiskBudget budget(1 << 30);
-  std::uint64_t dropped = 0;
   {
-    SampleSpool spool(dir.path(), budget, "test");
-    ASSERT_TRUE(spool.append(numbered(0, 5), dropped));
-    ASSERT_TRUE(spool.append(numbered(5, 5), dropped));
+    Journal journal(dir.path(), 512 << 10);  // 64 KiB segments
+    for (int round = 0; round < 100; ++round)
+      journal.append({{{"node1", 1}, static_cast<std::uint64_t>(round + 1)}}, numbered(round * 40, 40)), journal.commit();
+    ASSERT_GT(files_ending(dir.path(), ".journal"), 2u);
+    journal.trim(journal.committed());
+    EXPECT_EQ(files_ending(dir.path(), ".journal"), 1u);  // the newest always stays
   }
-  // A crash in the middle of the second record.
-  auto file = std::filesystem::directory_iterator(dir.path())->path();
-  std::filesystem::resize_file(file, std::filesystem::file_size(file) - 10);
-  DiskBudget fresh_budget(1 << 30);
-  SampleSpool spool(dir.path(), fresh_budget, "test");
-  auto first = spool.pop(dropped);
-  ASSERT_TRUE(first);
-  EXPECT_EQ(first->size(), 5u);
-  EXPECT_FALSE(spool.pop(dropped));
-  EXPECT_TRUE(spool.empty());
+  Journal journal(dir.path(), 512 << 10);
+  EXPECT_EQ(journal.marks().at({"node1", 1}), 100u);
+  EXPECT_EQ(journal.committed(), 100u);
+  EXPECT_EQ(journal.append({}, numbered(0, 1)), 101u);
+}
+
+TEST(Journal, OverItsBudgetTheOldestGoAndAReaderCountsWhatItMissed) {
+  TempDir dir;
+  Journal journal(dir.path(), 256 << 10);  // 64 KiB segments
+  std::uint64_t appended = 0;
+  for (int round = 0; round < 200; ++round) {
+    auto samples = numbered(round * 40, 40);
+    appended += 80;
+    journal.append({}, samples);
+    journal.commit();
+  }
+  EXPECT_LE(journal.bytes(), (256u << 10) + (64u << 10));
+  Journal::Reader reader(journal, "test");
+  std::uint64_t dropped = 0, read = 0, first_id = 0;
+  std::uint64_t id = 1;
+  while (auto record = reader.read(id, dropped)) {
+    if (!first_id) first_id = record->id;
+    read += record->points;
+    id = record->id + 1;
+  }
+  EXPECT_GT(first_id, 1u);
+  EXPECT_GT(dropped, 0u);
+  EXPECT_EQ(dropped + read, appended);  // every point is either read or counted
 }
 
 TEST(OutputRunner, DeliversInOrderAndRetriesAfterFailures) {
   auto state = std::make_shared<FakeOutput::State>();
   state->failures_left = 3;
   OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings());
-  for (int batch = 0; batch < 10; ++batch) runner.submit(shared(numbered(batch * 7, 7)));
+  for (int batch = 0; batch < 10; ++batch) runner.submit(0, shared(numbered(batch * 7, 7)));
   ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 70; }));
   runner.stop();
   EXPECT_EQ(state->delivered, sequence(0, 70));
@@ -268,7 +284,7 @@ TEST(OutputRunner, ResendsOnlyWhatTheOutputDidNotDeliver) {
   auto state = std::make_shared<FakeOutput::State>();
   state->refuse_odd_once = true;
   OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings());
-  runner.submit(shared(numbered(0, 10)));
+  runner.submit(0, shared(numbered(0, 10)));
   ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 10; }));
   runner.stop();
   std::multiset<std::int64_t> once(state->delivered.begin(), state->delivered.end());
@@ -276,36 +292,36 @@ TEST(OutputRunner, ResendsOnlyWhatTheOutputDidNotDeliver) {
   EXPECT_EQ(runner.stats().retried, 10u);  // the five odd samples, two points each
 }
 
-TEST(OutputRunner, SpoolsWhenMemoryIsFullAndKeepsTheOrder) {
+TEST(OutputRunner, ReadsBackFromTheJournalWhenMemoryIsFullAndKeepsTheOrder) {
   TempDir dir;
-  DiskBudget budget(1 << 30);
+  Journal journal(dir.path(), 1 << 30);
   auto state = std::make_shared<FakeOutput::State>();
   state->down = true;
   auto settings = fast_settings(/*queue_max_points=*/20);
-  settings.spool_dir = dir.file("fake");
-  settings.budget = &budget;
+  settings.journal = &journal;
   OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
-  for (int batch = 0; batch < 20; ++batch) runner.submit(shared(numbered(batch * 5, 5)));
+  for (int batch = 0; batch < 20; ++batch) feed(journal, runner, numbered(batch * 5, 5));
   auto stats = runner.stats();
-  EXPECT_EQ(stats.queued_points, 200u);
-  EXPECT_GT(stats.spool_bytes, 0u);
+  EXPECT_GE(stats.queued_points, 200u);  // memory, plus whole journal segments past it
   EXPECT_EQ(stats.dropped, 0u);
   {
     std::lock_guard lock(state->mutex);
     state->down = false;
   }
   ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 100; }));
+  for (int batch = 20; batch < 22; ++batch) feed(journal, runner, numbered(batch * 5, 5));
+  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 110; }));
   runner.stop();
-  EXPECT_EQ(state->delivered, sequence(0, 100));
-  EXPECT_EQ(runner.stats().spool_bytes, 0u);
-  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(state->delivered, sequence(0, 110));
+  EXPECT_EQ(runner.stats().queued_points, 0u);
+  EXPECT_EQ(runner.delivered(), 22u);
 }
 
-TEST(OutputRunner, WithoutSpoolDropsPastMemoryAndCountsIt) {
+TEST(OutputRunner, WithoutJournalDropsPastMemoryAndCountsIt) {
   auto state = std::make_shared<FakeOutput::State>();
   state->down = true;
   OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings(/*queue_max_points=*/20));
-  for (int batch = 0; batch < 5; ++batch) runner.submit(shared(numbered(batch * 5, 5)));
+  for (int batch = 0; batch < 5; ++batch) runner.submit(0, shared(numbered(batch * 5, 5)));
   auto stats = runner.stats();
   // 20 points fit in memory, and the runner may have taken up to 20 more to try them.
   EXPECT_GE(stats.dropped, 10u);
@@ -314,31 +330,53 @@ TEST(OutputRunner, WithoutSpoolDropsPastMemoryAndCountsIt) {
   EXPECT_EQ(runner.stats().dropped, 50u);  // nothing delivered, nowhere to keep it
 }
 
-TEST(OutputRunner, StopSpoolsWhatIsLeftAndTheNextStartSendsItFirst) {
+TEST(OutputRunner, WhatWasNotDeliveredAtStopIsSentFirstAtTheNextStart) {
   TempDir dir;
   auto state = std::make_shared<FakeOutput::State>();
-  state->down = true;
   {
-    DiskBudget budget(1 << 30);
+    Journal journal(dir.path(), 1 << 30);
     auto settings = fast_settings();
-    settings.spool_dir = dir.path();
-    settings.budget = &budget;
+    settings.journal = &journal;
     OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
-    for (int batch = 0; batch < 4; ++batch) runner.submit(shared(numbered(batch * 5, 5)));
+    feed(journal, runner, numbered(0, 5));
+    ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 5; }));
+    ASSERT_TRUE(wait_until(*state, [&] { return runner.delivered() == 1; }));  // saved after a flush
+    state->down = true;
+    for (int batch = 1; batch < 4; ++batch) feed(journal, runner, numbered(batch * 5, 5));
     runner.stop();
     EXPECT_EQ(runner.stats().dropped, 0u);
-    EXPECT_EQ(runner.stats().queued_points, 40u);
+    EXPECT_EQ(runner.delivered(), 1u);
   }
   state->down = false;
-  DiskBudget budget(1 << 30);
+  Journal journal(dir.path(), 1 << 30);
   auto settings = fast_settings();
-  settings.spool_dir = dir.path();
-  settings.budget = &budget;
+  settings.journal = &journal;
   OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
-  runner.submit(shared(numbered(20, 5)));
+  feed(journal, runner, numbered(20, 5));
   ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 25; }));
   runner.stop();
   EXPECT_EQ(state->delivered, sequence(0, 25));
+  journal.trim(runner.delivered());
+  EXPECT_EQ(files_ending(dir.path(), ".journal"), 1u);
+}
+
+TEST(OutputRunner, AfterACrashResumesAfterTheLastSavedPosition) {
+  TempDir dir;
+  auto state = std::make_shared<FakeOutput::State>();
+  {
+    // What a killed master leaves: records 1..3 committed, the output's position at 1.
+    Journal journal(dir.path(), 1 << 30);
+    for (int batch = 0; batch < 3; ++batch) journal.append({}, numbered(batch * 5, 5)), journal.commit();
+    journal.save_position("fake", 1);
+  }
+  Journal journal(dir.path(), 1 << 30);
+  auto settings = fast_settings();
+  settings.journal = &journal;
+  OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
+  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 10; }));
+  runner.stop();
+  EXPECT_EQ(state->delivered, sequence(5, 10));
+  EXPECT_EQ(runner.delivered(), 3u);
 }
 
 TEST(OutputRunner, ReopenReachesTheOutput) {
