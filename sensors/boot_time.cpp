@@ -32,6 +32,6 @@ class BootTimeSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("BootTime", "When the system booted, seconds since the epoch (psutil.boot_time)", kOptions,
-                         kCatalog, BootTimeSensor);
+                         kCatalog, BootTimeSensor, .row = DashboardRow::global);
 
 }  // namespace fructosa::sensors

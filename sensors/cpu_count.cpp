@@ -194,6 +194,6 @@ class CpuCountSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("CPUCount", "Number of logical CPUs or physical cores (psutil.cpu_count)", kOptions, kCatalog,
-                         CpuCountSensor);
+                         CpuCountSensor, .row = DashboardRow::global);
 
 }  // namespace fructosa::sensors

@@ -215,6 +215,6 @@ class CpuFreqSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("CPUFreq", "CPU frequencies in MHz: current, min, max, averaged or per CPU (psutil.cpu_freq)",
-                         kOptions, kCatalog, CpuFreqSensor);
+                         kOptions, kCatalog, CpuFreqSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
 }  // namespace fructosa::sensors

@@ -48,6 +48,6 @@ class CpuPercentSensor final : public Sensor {
 
 FRUCTOSA_REGISTER_SENSOR("CPUPercent",
                          "Busy percentage since the previous reading, per CPU or for the machine (psutil.cpu_percent)",
-                         kOptions, kCatalog, CpuPercentSensor);
+                         kOptions, kCatalog, CpuPercentSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
 }  // namespace fructosa::sensors

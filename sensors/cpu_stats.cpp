@@ -51,6 +51,6 @@ class CpuStatsSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("CPUStats", "Context switches and interrupts since boot (psutil.cpu_stats)", kOptions,
-                         kCatalog, CpuStatsSensor);
+                         kCatalog, CpuStatsSensor, .row = DashboardRow::cpu);
 
 }  // namespace fructosa::sensors

@@ -64,6 +64,6 @@ class CpuTimesSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("CPUTimes", "CPU time per mode since boot, for the machine or per CPU (psutil.cpu_times)",
-                         kOptions, kCatalog, CpuTimesSensor);
+                         kOptions, kCatalog, CpuTimesSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
 }  // namespace fructosa::sensors

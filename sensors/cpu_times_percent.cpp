@@ -69,6 +69,6 @@ class CpuTimesPercentSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("CPUTimesPercent",
                          "Share of each CPU mode since the previous reading, for the machine or per CPU "
                          "(psutil.cpu_times_percent)",
-                         kOptions, kCatalog, CpuTimesPercentSensor);
+                         kOptions, kCatalog, CpuTimesPercentSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
 }  // namespace fructosa::sensors

@@ -290,6 +290,6 @@ class DiskIoCountersSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("DiskIOCounters", "Disk reads and writes since boot (psutil.disk_io_counters)", kOptions,
-                         kCatalog, DiskIoCountersSensor);
+                         kCatalog, DiskIoCountersSensor, .row = DashboardRow::disk, .per_item_option = "perdisk");
 
 }  // namespace fructosa::sensors

@@ -242,6 +242,6 @@ class DiskPartitionsSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("DiskPartitions", "Mounted file systems (psutil.disk_partitions)", kOptions, kCatalog,
-                         DiskPartitionsSensor);
+                         DiskPartitionsSensor, .row = DashboardRow::filesystem);
 
 }  // namespace fructosa::sensors

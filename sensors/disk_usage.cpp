@@ -87,6 +87,6 @@ class DiskUsageSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("DiskUsage", "Size, use and free space of the file systems holding given paths (psutil.disk_usage)",
-                         kOptions, kCatalog, DiskUsageSensor);
+                         kOptions, kCatalog, DiskUsageSensor, .row = DashboardRow::filesystem);
 
 }  // namespace fructosa::sensors

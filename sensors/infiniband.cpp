@@ -409,6 +409,6 @@ class InfiniBandSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("InfiniBand",
                          "InfiniBand/Omni-Path/RDMA port counters (bytes, packets, errors), link "
                          "state and rate from /sys/class/infiniband",
-                         kOptions, kCatalog, InfiniBandSensor);
+                         kOptions, kCatalog, InfiniBandSensor, .row = DashboardRow::interconnect);
 
 }  // namespace fructosa::sensors

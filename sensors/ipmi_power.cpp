@@ -408,6 +408,6 @@ class IPMIPowerSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("IPMIPower",
                          "Node power from the BMC through FreeIPMI (ipmi-dcmi, ipmi-sensors or a "
                          "command), run off the timer thread with a timeout",
-                         kOptions, kCatalog, IPMIPowerSensor);
+                         kOptions, kCatalog, IPMIPowerSensor, .row = DashboardRow::energy);
 
 }  // namespace fructosa::sensors

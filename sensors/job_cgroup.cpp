@@ -202,6 +202,6 @@ class JobCgroupSensor final : public Sensor {
 
 FRUCTOSA_REGISTER_SENSOR("JobCgroup",
                          "Per batch job CPU time, memory, block I/O and tasks from its cgroup (v2 or v1)",
-                         kOptions, kCatalog, JobCgroupSensor);
+                         kOptions, kCatalog, JobCgroupSensor, .row = DashboardRow::jobs, .node_keys = "jobs", .job_keys = "*");
 
 }  // namespace fructosa::sensors

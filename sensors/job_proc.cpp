@@ -232,6 +232,6 @@ class JobProcSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("JobProc",
                          "Per-job sums of /proc/<pid>/io and of memory sizes from /proc/<pid>/status "
                          "over each job's processes; I/O totals keep what ended processes did",
-                         kOptions, kCatalog, JobProcSensor);
+                         kOptions, kCatalog, JobProcSensor, .row = DashboardRow::jobs, .node_keys = "jobs", .job_keys = "*");
 
 }  // namespace fructosa::sensors

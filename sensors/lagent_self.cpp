@@ -124,6 +124,6 @@ class LagentSelfSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("lagent", "lagent's own health: each sensor's last read duration and success, the link to lmaster",
-                         kOptions, kCatalog, LagentSelfSensor);
+                         kOptions, kCatalog, LagentSelfSensor, .row = DashboardRow::lmaster);
 
 }  // namespace fructosa::sensors

@@ -214,6 +214,6 @@ class LustreSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("Lustre",
                          "Lustre client statistics per mount (llite stats: read/write bytes and "
                          "calls, open, close, getattr, ...)",
-                         kOptions, kCatalog, LustreSensor);
+                         kOptions, kCatalog, LustreSensor, .row = DashboardRow::filesystem);
 
 }  // namespace fructosa::sensors

@@ -516,6 +516,6 @@ class NetConnectionsSensor final : public Sensor {
 
 FRUCTOSA_REGISTER_SENSOR(
     "NetConnections", "Open sockets per protocol and TCP state (psutil.net_connections, counted)",
-    kOptions, kCatalog, NetConnectionsSensor);
+    kOptions, kCatalog, NetConnectionsSensor, .row = DashboardRow::network);
 
 }  // namespace fructosa::sensors

@@ -143,6 +143,6 @@ class NetIFAddrsSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("NetIFAddrs",
                          "Addresses of each NIC: counts per family, addresses as labels "
                          "(psutil.net_if_addrs)",
-                         kOptions, kCatalog, NetIFAddrsSensor);
+                         kOptions, kCatalog, NetIFAddrsSensor, .row = DashboardRow::network);
 
 }  // namespace fructosa::sensors

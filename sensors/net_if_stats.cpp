@@ -177,6 +177,6 @@ class NetIFStatsSensor final : public Sensor {
 
 FRUCTOSA_REGISTER_SENSOR("NetIFStats",
                          "Per NIC: up, duplex, speed, MTU and flags (psutil.net_if_stats)",
-                         kOptions, kCatalog, NetIFStatsSensor);
+                         kOptions, kCatalog, NetIFStatsSensor, .row = DashboardRow::network);
 
 }  // namespace fructosa::sensors

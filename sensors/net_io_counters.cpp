@@ -165,6 +165,6 @@ class NetIOCountersSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR(
     "NetIOCounters",
     "Network I/O counters, totals or per NIC (psutil.net_io_counters, nowrap=True)", kOptions,
-    kCatalog, NetIOCountersSensor);
+    kCatalog, NetIOCountersSensor, .row = DashboardRow::network, .per_item_option = "pernic");
 
 }  // namespace fructosa::sensors

@@ -531,6 +531,6 @@ class NvidiaGPUSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("NvidiaGPU",
                          "NVIDIA GPUs through NVML (dlopen libnvidia-ml.so.1): utilization, memory, "
                          "power, energy, temperature, clocks, MIG devices, per-job processes",
-                         kOptions, kCatalog, NvidiaGPUSensor);
+                         kOptions, kCatalog, NvidiaGPUSensor, .row = DashboardRow::gpu, .job_keys = "processes,*.processes,*.process_memory,*.*.processes,*.*.process_memory");
 
 }  // namespace fructosa::sensors

@@ -717,6 +717,6 @@ FRUCTOSA_REGISTER_SENSOR(
     "PerfHW",
     "Hardware and software perf counters per job cgroup or per node (perf_event_open; colmet's "
     "perfhw)",
-    kOptions, kCatalog, PerfHwSensor);
+    kOptions, kCatalog, PerfHwSensor, .row = DashboardRow::jobs, .node_keys = "jobs_counted", .job_keys = "*", .key_list_option = "events");
 
 }  // namespace fructosa::sensors

@@ -194,6 +194,6 @@ class RaplSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("RAPL",
                          "Cumulative energy of the RAPL power zones (package, core, uncore, dram, "
                          "psys) from /sys/class/powercap, wrap-corrected",
-                         kOptions, kCatalog, RaplSensor);
+                         kOptions, kCatalog, RaplSensor, .row = DashboardRow::energy);
 
 }  // namespace fructosa::sensors

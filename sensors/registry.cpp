@@ -25,6 +25,25 @@ Registration::Registration(SensorDefinition definition) {
 
 const std::vector<const SensorDefinition*>& all_sensors() { return registry(); }
 
+std::string_view to_string(DashboardRow row) {
+  switch (row) {
+    case DashboardRow::unassigned: return "Other";
+    case DashboardRow::global: return "Global";
+    case DashboardRow::cpu: return "CPU";
+    case DashboardRow::memory: return "Memory";
+    case DashboardRow::disk: return "Disk";
+    case DashboardRow::network: return "Network";
+    case DashboardRow::sensors: return "Sensors";
+    case DashboardRow::jobs: return "Jobs";
+    case DashboardRow::energy: return "Energy";
+    case DashboardRow::gpu: return "GPU";
+    case DashboardRow::interconnect: return "Interconnect";
+    case DashboardRow::filesystem: return "Filesystem";
+    case DashboardRow::lmaster: return "lmaster health";
+  }
+  return "Other";
+}
+
 const SensorDefinition* find_sensor(std::string_view name) {
   for (const auto* sensor : registry())
     if (sensor->name == name) return sensor;

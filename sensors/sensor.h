@@ -68,12 +68,49 @@ struct SensorContext {
   JobDirectory* jobs = nullptr;
 };
 
+// The row of the generated Grafana dashboards (make-dashboard) a sensor's panels go in, in the
+// order the rows appear (FrUCToSA's grouping).
+enum class DashboardRow : std::uint8_t {
+  unassigned,
+  global,
+  cpu,
+  memory,
+  disk,
+  network,
+  sensors,
+  jobs,
+  energy,
+  gpu,
+  interconnect,
+  filesystem,
+  lmaster,  // the monitoring's own health: lagent's link to lmaster, lmaster's counters
+};
+std::string_view to_string(DashboardRow row);  // the row's title: "CPU", "lmaster health"
+
+// How make-dashboard shows a sensor: the arguments after the class in FRUCTOSA_REGISTER_SENSOR,
+// e.g. `.row = DashboardRow::cpu, .per_item_option = "percpu"`. Patterns are catalog patterns.
+struct DashboardHints {
+  DashboardRow row = DashboardRow::unassigned;
+  // A bool option switching between totals (false: the patterns not starting with `*`) and one
+  // set per CPU/disk/NIC (true: the patterns starting with `*`).
+  std::string_view per_item_option = {};
+  // Comma-separated patterns that node samples (job 0) carry; empty: every pattern.
+  std::string_view node_keys = {};
+  // Comma-separated patterns that per-job samples carry; empty: the sensor makes none; "*":
+  // every pattern not in node_keys.
+  std::string_view job_keys = {};
+  // A list option naming the keys the sensor reports (PerfHW's events): those keys are shown,
+  // each with the first catalog entry that matches it.
+  std::string_view key_list_option = {};
+};
+
 struct SensorDefinition {
   std::string name;
   std::string description;
   const OptionTable* options;
   const Catalog* catalog;
   std::function<std::unique_ptr<Sensor>(const SensorContext&)> make;
+  DashboardHints dashboard = {};
 };
 
 // Every registered sensor, sorted by name.
@@ -94,12 +131,14 @@ struct Registration {
 
 }  // namespace fructosa::sensors
 
-// Registers a sensor class; `Class` is constructed from a `const SensorContext&`.
-#define FRUCTOSA_REGISTER_SENSOR(Name, Description, OptionTableVar, CatalogVar, Class)          \
+// Registers a sensor class; `Class` is constructed from a `const SensorContext&`. The optional
+// arguments after it initialise its DashboardHints (designated initialisers).
+#define FRUCTOSA_REGISTER_SENSOR(Name, Description, OptionTableVar, CatalogVar, Class, ...)     \
   static const ::fructosa::sensors::Registration fructosa_registration_##Class{                 \
       ::fructosa::sensors::SensorDefinition{                                                    \
           Name, Description, &(OptionTableVar), &(CatalogVar),                                  \
           [](const ::fructosa::sensors::SensorContext& context)                                 \
               -> std::unique_ptr<::fructosa::sensors::Sensor> {                                 \
             return std::make_unique<Class>(context);                                            \
-          }}}
+          },                                                                                    \
+          ::fructosa::sensors::DashboardHints{__VA_ARGS__}}}

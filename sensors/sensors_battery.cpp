@@ -191,6 +191,6 @@ class SensorsBatterySensor final : public Sensor {
 
 FRUCTOSA_REGISTER_SENSOR("SensorsBattery",
                          "Battery charge, time left and mains power (psutil.sensors_battery)",
-                         kOptions, kCatalog, SensorsBatterySensor);
+                         kOptions, kCatalog, SensorsBatterySensor, .row = DashboardRow::sensors);
 
 }  // namespace fructosa::sensors

@@ -97,6 +97,6 @@ class SensorsFansSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("SensorsFans", "Fan speeds from hwmon (psutil.sensors_fans)", kOptions,
-                         kCatalog, SensorsFansSensor);
+                         kCatalog, SensorsFansSensor, .row = DashboardRow::sensors);
 
 }  // namespace fructosa::sensors

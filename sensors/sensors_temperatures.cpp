@@ -196,6 +196,6 @@ class SensorsTemperaturesSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("SensorsTemperatures",
                          "Hardware temperatures from hwmon, or thermal zones without hwmon "
                          "(psutil.sensors_temperatures)",
-                         kOptions, kCatalog, SensorsTemperaturesSensor);
+                         kOptions, kCatalog, SensorsTemperaturesSensor, .row = DashboardRow::sensors);
 
 }  // namespace fructosa::sensors

@@ -144,6 +144,6 @@ class SwapMemorySensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("SwapMemory", "Swap space usage and swapping since boot (psutil.swap_memory)", kOptions,
-                         kCatalog, SwapMemorySensor);
+                         kCatalog, SwapMemorySensor, .row = DashboardRow::memory);
 
 }  // namespace fructosa::sensors

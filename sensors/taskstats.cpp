@@ -328,6 +328,6 @@ FRUCTOSA_REGISTER_SENSOR("Taskstats",
                          "Per-job task statistics over generic netlink TASKSTATS (colmet's taskstats "
                          "backend): delays, CPU times, I/O, faults, context switches; job totals "
                          "keep what ended tasks did",
-                         kOptions, kCatalog, TaskstatsSensor);
+                         kOptions, kCatalog, TaskstatsSensor, .row = DashboardRow::jobs, .node_keys = "jobs,delay_accounting", .job_keys = "*");
 
 }  // namespace fructosa::sensors

@@ -117,6 +117,6 @@ class TemperatureSensor final : public Sensor {
 
 FRUCTOSA_REGISTER_SENSOR("Temperature",
                          "Temperature of every thermal zone (/sys/class/thermal), keyed by zone type",
-                         kOptions, kCatalog, TemperatureSensor);
+                         kOptions, kCatalog, TemperatureSensor, .row = DashboardRow::sensors);
 
 }  // namespace fructosa::sensors

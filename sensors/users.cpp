@@ -138,6 +138,6 @@ class UsersSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("Users", "Login sessions from utmp: how many, per user, and each one's details (psutil.users)",
-                         kOptions, kCatalog, UsersSensor);
+                         kOptions, kCatalog, UsersSensor, .row = DashboardRow::global);
 
 }  // namespace fructosa::sensors

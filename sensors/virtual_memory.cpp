@@ -120,6 +120,6 @@ class VirtualMemorySensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("VirtualMemory", "Physical memory usage (psutil.virtual_memory)", kOptions, kCatalog,
-                         VirtualMemorySensor);
+                         VirtualMemorySensor, .row = DashboardRow::memory);
 
 }  // namespace fructosa::sensors
