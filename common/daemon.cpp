@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "config.h"
+#include "service_notify.h"
 
 namespace fructosa {
 namespace {
@@ -263,7 +264,9 @@ int run_service_verb(const ServiceProgram& program, const std::string& verb, con
       std::cerr << program.name << ": warning: " << error.what() << "; running without a pidfile\n";
     }
     try {
-      return program.run(config, true, [] {});
+      // Under systemd (Type=notify) `ready` is READY=1: the program calls it once it serves
+      // (lmaster: bound; lagent in the foreground: once lmaster has answered).
+      return program.run(config, true, [] { notify_ready("running"); });
     } catch (const ConfigError& error) {
       std::cerr << program.name << ": " << error.what() << "\n";
       return kExitConfigError;

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 
+#include "service_notify.h"
+
 namespace fructosa {
 
 const OptionTable& logging_options() {
@@ -48,6 +50,8 @@ void setup_logging(const Options& logging, bool foreground, const std::string& p
   if (level == "warning") level = "warn";
   logger->set_level(spdlog::level::from_str(level));
   logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %n[%P] %l: %v");
+  // Under systemd stderr is the journal, which stamps and attributes each line itself.
+  if (foreground && stderr_is_journal()) sinks.front()->set_formatter(journal_line_formatter());
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
 }

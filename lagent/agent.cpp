@@ -18,6 +18,7 @@
 #include "logging.h"
 #include "schedule.h"
 #include "sender.h"
+#include "service_notify.h"
 
 namespace fructosa::agent {
 namespace {
@@ -128,7 +129,14 @@ class Agent {
     wait_for_signal();
     spdlog::info("lagent {} started as {} -> {} with {} sensor(s)", FRUCTOSA_VERSION, config_.host,
                  endpoint_of(config_), tasks_.size());
-    ready();
+    // A daemon is ready once it runs (`start` must not wait for lmaster); in the foreground,
+    // under systemd, readiness means lmaster has answered (connected() calls `ready`).
+    if (foreground_) {
+      ready_ = ready;
+      notify_status(fmt::format("waiting for lmaster at {}; readings are spooled", endpoint_of(config_)));
+    } else {
+      ready();
+    }
     io_.run();
     stop_sensors();
     pool_.join();
@@ -144,6 +152,9 @@ class Agent {
     settings.endpoints = endpoints_of(config);
     settings.on_control = [this](const std::string& sensor, double interval, double duration) {
       asio::post(io_, [this, sensor, interval, duration] { sample_faster(sensor, interval, duration); });
+    };
+    settings.on_connected = [this](const std::string& endpoint) {
+      asio::post(io_, [this, endpoint] { connected(endpoint); });
     };
     settings.failover_after = std::max(2.0, 3 * config.heartbeat_interval);
     settings.host = config.host;
@@ -321,14 +332,25 @@ class Agent {
       if (sample.job == 0) sample.labels.push_back({"involved_jobs", snapshot->involved_jobs});
   }
 
+  // On the io thread: an lmaster answered (the first one, or another after a failover or reload).
+  void connected(const std::string& endpoint) {
+    if (ready_ && !ready_sent_) ready_();
+    ready_sent_ = true;
+    notify_status(fmt::format("sending to lmaster at {}", endpoint));
+  }
+
   void wait_for_signal() {
     signals_.async_wait([this](const boost::system::error_code& error, int signal) {
       if (error) return;
       if (signal == SIGHUP) {
+        // systemd holds `systemctl reload` until READY=1; an agent not ready yet stays so.
+        if (ready_sent_) notify_reloading("re-reading the configuration");
         reload();
+        if (ready_sent_) notify_ready(fmt::format("sending to lmaster at {}", endpoint_of(config_)));
         wait_for_signal();
         return;
       }
+      notify_stopping("stopping: sending what is left");
       spdlog::info("received {}, stopping", signal == SIGTERM ? "SIGTERM" : "SIGINT");
       stop_sensors();
       io_.stop();
@@ -380,6 +402,8 @@ class Agent {
   }
 
   const bool foreground_;
+  std::function<void()> ready_;  // foreground: called once, when lmaster first answers
+  bool ready_sent_ = false;      // io thread only
   std::string config_path_;
   AgentConfig config_;
   asio::io_context io_;

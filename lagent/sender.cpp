@@ -72,6 +72,7 @@ struct Sender::State {
   const std::string& endpoint() const { return settings.endpoints[current_endpoint]; }
   std::chrono::seconds reconnect_backoff{5};
   bool refused = false;
+  bool answered = false;  // the current endpoint has said something (settings.on_connected)
   AgentDictionary dictionary;
   std::unique_ptr<AgentSpool> spool;  // null until opened (a reload waits for the old sender's)
   std::uint64_t next_to_send = 1;     // the next spooled batch to hand to the socket
@@ -197,6 +198,10 @@ struct Sender::State {
       spdlog::warn("ignoring a message from lmaster {}: {}", endpoint(), error.what());
       return;
     }
+    if (!answered) {
+      answered = true;
+      if (settings.on_connected) settings.on_connected(endpoint());
+    }
     if (decoded.type == MessageType::ack) {
       acknowledged(decoded.sequence);
     } else if (decoded.type == MessageType::control) {
@@ -279,6 +284,7 @@ struct Sender::State {
     } catch (const zmq::error_t&) {
     }
     current_endpoint = (current_endpoint + 1) % settings.endpoints.size();
+    answered = false;
     spdlog::warn("lmaster {} has said nothing for {:.0f} s: sending to {} instead", silent, settings.failover_after,
                  endpoint());
     socket.connect(endpoint());

@@ -36,6 +36,9 @@ struct SenderSettings {
   // lmaster asked to read `sensor` every `interval` s for `duration` s (`lmaster ctl`). Called on
   // the sender's thread: it must only hand the request over.
   std::function<void(const std::string& sensor, double interval, double duration)> on_control;
+  // The first message from an lmaster since the sender started or failed over to it (readiness
+  // for systemd). Called on the sender's thread with that master's endpoint: hand it over only.
+  std::function<void(const std::string& endpoint)> on_connected;
 };
 
 class Sender {

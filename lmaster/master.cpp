@@ -19,6 +19,7 @@
 #include "master_catalog.h"
 #include "master_config.h"
 #include "output_runner.h"
+#include "service_notify.h"
 #include "journal.h"
 #include "zap_handler.h"
 
@@ -119,8 +120,11 @@ class Master {
         signalfd_siginfo info{};
         while (::read(signal_fd, &info, sizeof info) == sizeof info) {
           if (info.ssi_signo == SIGHUP) {
+            notify_reloading("reopening outputs");
             reopen();
+            notify_ready("running");
           } else {
+            notify_stopping("flushing outputs");
             spdlog::info("received {}, stopping", info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
             running = false;
           }
