@@ -353,7 +353,9 @@ TEST(ZapHandler, LetsInOnlyAllowedKeysAndLogsTheOthersWithTheirAddress) {
     ASSERT_TRUE(wait_until([&] { return log.text().find("it does not use CURVE") != std::string::npos; }));
     EXPECT_TRUE(receive(router, 0).empty());
   }
-  EXPECT_NE(log.text().find("CURVE: refused a peer at 127.0.0.1"), std::string::npos) << log.text();
+  // The peer's address may be unknown when the connection closed before the monitor could read
+  // it (seen under the sanitizers), as test_curve.py also allows.
+  EXPECT_NE(log.text().find("CURVE: refused a peer at "), std::string::npos) << log.text();
 
   {
     Client confused(context, endpoint, wrong_server.public_key, &allowed);
