@@ -212,7 +212,7 @@ class Master {
     for (const auto& [key, sequence] : round_marks_) last_sequence_[key] = std::max(last_sequence_[key], sequence);
     round_marks_.clear();
     for (const auto& ack : pending_acks_) {
-      if (ack.samples > 0 || ack.batch) registry_->accepted(ack.host, ack.sequence, ack.samples);
+      if (ack.batch) registry_->accepted(ack.host, ack.sequence, ack.samples);
       send(router, ack.identity, encode_ack(ack.sequence));
     }
     pending_acks_.clear();

@@ -530,7 +530,7 @@ const OptionTable& Hdf5Output::hdf5_options() {
        .type = OptionType::real,
        .default_value = "5",
        .help = "seconds between writes of the buffered rows to the file (what a reader sees, "
-               "and what a kill -9 can lose)",
+               "rows not yet written are replayed from lmaster's journal after a crash)",
        .min = 0.1},
       {.name = "rotate_size",
        .type = OptionType::integer,
