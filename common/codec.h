@@ -14,8 +14,11 @@
 
 namespace fructosa {
 
-// Every message carries it; a master drops messages of another version (and says so).
-inline constexpr std::uint16_t kProtocolVersion = 1;
+// Every message carries it; a master drops messages of another version (and says so). Version 2
+// sends batches in the compact encoding; a version-2 master still reads version-1 agents, so
+// lmaster is upgraded first.
+inline constexpr std::uint16_t kProtocolVersion = 2;
+inline constexpr std::uint16_t kOldestProtocolVersion = 1;
 
 // Largest message either side accepts; bigger ones are garbage or an attack.
 inline constexpr std::size_t kMaxMessageBytes = 64u << 20;
@@ -68,7 +71,8 @@ struct Message {
   std::string agent_version;    // hello
   DictionaryUpdate dictionary;  // dictionary
   std::uint64_t sequence = 0;   // batch, ack, heartbeat (last sent)
-  std::vector<WireSample> samples;  // batch
+  std::vector<WireSample> samples;  // batch (version 1, or after MasterDictionary::unpack)
+  std::string compact;          // batch (version 2): samples for MasterDictionary::unpack
   std::int64_t time_ns = 0;     // heartbeat
   std::string reason;           // resync
   std::string sensor;           // control
@@ -91,6 +95,33 @@ Bytes encode_resync(const std::string& reason);
 Bytes encode_control(const std::string& sensor, double interval_s, double duration_s);
 Bytes encode_dictionary(const DictionaryUpdate& update);
 
+// What both ends of a connection remember of its last sample of each (sensor, job): the compact
+// batch encoding sends only what changed since (codec.cpp). Both sides update it with the same
+// samples in the same order, and clear it with the dictionary.
+struct ConnectionMemory {
+  struct Last {
+    std::vector<std::uint32_t> series;
+    std::vector<double> values;
+    std::vector<Label> labels;
+  };
+  struct Key {
+    std::uint32_t sensor;
+    std::uint64_t job;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& key) const noexcept {
+      return std::hash<std::uint64_t>{}(key.job * 0x9e3779b97f4a7c15ull ^ key.sensor);
+    }
+  };
+  std::unordered_map<Key, Last, KeyHash> last;
+  std::int64_t last_time_ns = 0;
+  void clear() {
+    last.clear();
+    last_time_ns = 0;
+  }
+};
+
 // The agent's half of the per-connection dictionary: assigns indices to sensors and series
 // the first time it meets them and remembers everything for a resync.
 class AgentDictionary {
@@ -101,12 +132,15 @@ class AgentDictionary {
 
   AgentDictionary(SensorInfoLookup sensor_info, MetricInfoLookup metric_info);
 
-  // Encodes one batch. When the samples bring names not sent yet, a Dictionary message with
-  // just those is appended to `out` first; the Batch message follows.
+  // Encodes one batch (compact encoding: differences from the previous batches encoded on this
+  // connection, so batches must reach the master in the order they were encoded). When the
+  // samples bring names not sent yet, a Dictionary message with just those is appended to `out`
+  // first; the Batch message follows.
   void encode_batch(std::uint64_t sequence, const std::vector<Sample>& samples, std::vector<Bytes>& out);
 
-  // Everything known so far, for a master that asked for a resync.
-  Bytes encode_everything() const;
+  // Everything known so far, for a master that asked for a resync (or a new one): the connection
+  // starts over, and the next batch is encoded without reference to earlier ones.
+  Bytes encode_everything();
 
   std::size_t series_count() const { return series_.size(); }
 
@@ -117,6 +151,8 @@ class AgentDictionary {
 
   SensorInfoLookup sensor_info_;
   MetricInfoLookup metric_info_;
+  ConnectionMemory memory_;
+  std::vector<std::uint32_t> series_scratch_;
   std::vector<SensorDescription> sensors_;
   std::vector<SeriesDescription> series_;
   std::unordered_map<std::string, std::uint32_t> sensor_ids_;
@@ -128,6 +164,11 @@ class MasterDictionary {
  public:
   // Throws ProtocolError if the update does not continue the dictionary.
   void apply(const DictionaryUpdate& update);
+  // Turns a version-2 batch's `compact` samples into `samples` (values as they were read), in
+  // the order the agent sent them: every batch of the connection goes through here, resends of
+  // accepted ones included. Throws ProtocolError on malformed data (the connection must then
+  // start over: clear() and resync).
+  void unpack(Message& batch);
   // Throws ProtocolError on an index the agent never defined.
   Sample resolve(const WireSample& wire, const std::string& host) const;
 
@@ -143,6 +184,7 @@ class MasterDictionary {
  private:
   std::vector<SensorDescription> sensors_;
   std::vector<SeriesDescription> series_;
+  ConnectionMemory memory_;
 };
 
 }  // namespace fructosa

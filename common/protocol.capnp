@@ -55,7 +55,12 @@ struct Sample {
 
 struct Batch {
   sequence @0 :UInt64;        # per agent session, starts at 1, +1 per batch
-  samples @1 :List(Sample);
+  samples @1 :List(Sample);   # protocol version 1
+  # Protocol version 2: the samples in the compact encoding (common/codec.cpp, "Compact batch
+  # encoding"): series lists and values are sent as changes from the connection's previous sample
+  # of the same sensor and job, so a steady stream costs 1-3 bytes per value instead of 12.
+  # Stateful: a master that lost the connection's state asks for a resync, which starts it over.
+  compactSamples @2 :Data;
 }
 
 struct Hello {

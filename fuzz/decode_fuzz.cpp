@@ -4,7 +4,8 @@
 //  1. as one message: decode() must return or throw ProtocolError, nothing else;
 //  2. as one agent connection: a sequence of messages, each prefixed by its length (2 bytes,
 //     little-endian), handled the way lmaster handles them (hello clears the dictionary,
-//     dictionary updates are applied, a batch is resolved all or nothing, a protocol error
+//     dictionary updates are applied, a batch is unpacked (compact encoding, against the
+//     connection's memory) and resolved all or nothing, a protocol error
 //     clears the dictionary as the resync that follows does).
 // Whatever decodes is also encoded again and must decode to the same thing, so the encoder
 // and decoder are checked against each other, not just for crashes.
@@ -131,6 +132,7 @@ void check_batch_round_trip(std::uint64_t sequence, const std::vector<Sample>& s
         master.apply(message.dictionary);
       } else {
         FUZZ_CHECK(message.type == MessageType::batch && message.sequence == sequence);
+        master.unpack(message);
         for (const auto& wire : message.samples) again.push_back(master.resolve(wire, samples.at(again.size()).host));
       }
     } catch (const ProtocolError& error) {
@@ -147,7 +149,7 @@ struct Connection {
   std::string host;
   MasterDictionary dictionary;
 
-  void handle(const Message& message) {
+  void handle(Message& message) {
     switch (message.type) {
       case MessageType::hello:
         host = message.host;
@@ -164,6 +166,7 @@ struct Connection {
         return;
       case MessageType::batch: {
         if (host.empty()) return;
+        dictionary.unpack(message);  // every batch, in order, as lmaster does
         std::vector<Sample> samples;
         for (const auto& wire : message.samples) samples.push_back(dictionary.resolve(wire, host));
         for (std::size_t i = 0; i < samples.size(); ++i) {

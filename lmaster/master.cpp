@@ -422,6 +422,12 @@ class Master {
     } catch (const ProtocolError& error) {
       spdlog::warn("dropped a message from {}{}: {}", peer.address, peer.host.empty() ? "" : " (" + peer.host + ")",
                    error.what());
+      // Batches are encoded as changes from the ones before: after a lost one the agent must
+      // start over.
+      if (!peer.host.empty()) {
+        peer.dictionary.clear();
+        ask_resync(router, identity, peer, error.what());
+      }
       return true;
     }
     try {
@@ -439,7 +445,7 @@ class Master {
     return true;
   }
 
-  void handle(zmq::socket_t& router, const std::string& identity, Peer& peer, const Message& message) {
+  void handle(zmq::socket_t& router, const std::string& identity, Peer& peer, Message& message) {
     switch (message.type) {
       case MessageType::hello:
         if (peer.host.empty() || peer.host != message.host || peer.session != message.session)
@@ -458,6 +464,8 @@ class Master {
         return;
       case MessageType::batch:
         if (peer.host.empty()) return ask_resync(router, identity, peer, "unknown agent");
+        // Every batch, resends of accepted ones included, moves the connection's memory on.
+        peer.dictionary.unpack(message);
         return accept_batch(router, identity, peer, message);
       case MessageType::heartbeat:
         if (peer.host.empty()) return ask_resync(router, identity, peer, "unknown agent");

@@ -23,6 +23,7 @@ TEST(CodecHardening, ALargeHonestBatchOfZerosDecodes) {
   MasterDictionary master;
   master.apply(decode(out[0].data(), out[0].size()).dictionary);
   Message batch = decode(out[1].data(), out[1].size());
+  master.unpack(batch);
   ASSERT_EQ(batch.samples.size(), 1000u);
   EXPECT_EQ(master.resolve(batch.samples[999], "n").metrics.size(), 200u);
 }

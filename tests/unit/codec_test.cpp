@@ -73,6 +73,7 @@ TEST(Codec, BatchRoundTripThroughBothDictionaries) {
   Message batch = decode(messages[1].data(), messages[1].size());
   ASSERT_EQ(batch.type, MessageType::batch);
   EXPECT_EQ(batch.sequence, 1u);
+  master.unpack(batch);
   ASSERT_EQ(batch.samples.size(), 2u);
   Sample vm = master.resolve(batch.samples[0], "node07");
   EXPECT_EQ(vm.sensor, "VirtualMemory");
@@ -112,6 +113,7 @@ TEST(Codec, NamesTravelOnceThenOnlyNewOnes) {
         }
         master.apply(message.dictionary);
       } else {
+        master.unpack(message);
         Sample sample = master.resolve(message.samples.at(0), "n");
         EXPECT_EQ(sample.metrics.size(), 2u);
       }
@@ -119,12 +121,19 @@ TEST(Codec, NamesTravelOnceThenOnlyNewOnes) {
   }
   EXPECT_EQ(master.series().size(), 3u);
 
-  // A resync sends everything again; a fresh master dictionary understands the last batch.
+  // A resync sends everything again and starts the connection over: a fresh master dictionary
+  // understands the next batch.
   MasterDictionary fresh;
   Bytes everything = agent.encode_everything();
   fresh.apply(decode(everything.data(), everything.size()).dictionary);
-  Message batch = decode(third[1].data(), third[1].size());
-  EXPECT_EQ(fresh.resolve(batch.samples[0], "n").metrics[1].key, "used");
+  std::vector<Bytes> fourth;
+  agent.encode_batch(4, {make_sample("VirtualMemory", 4, {{"total", 5}, {"used", 7}})}, fourth);
+  ASSERT_EQ(fourth.size(), 1u);
+  Message batch = decode(fourth[0].data(), fourth[0].size());
+  fresh.unpack(batch);
+  Sample sample = fresh.resolve(batch.samples.at(0), "n");
+  EXPECT_EQ(sample.metrics[1].key, "used");
+  EXPECT_EQ(sample.metrics[1].value, 7);
 }
 
 TEST(Codec, UnknownIndicesAndGapsAreProtocolErrors) {
@@ -133,6 +142,7 @@ TEST(Codec, UnknownIndicesAndGapsAreProtocolErrors) {
   agent.encode_batch(1, {make_sample("VirtualMemory", 1, {{"total", 1}})}, messages);
   Message batch = decode(messages[1].data(), messages[1].size());
   MasterDictionary empty;
+  empty.unpack(batch);
   EXPECT_THROW(empty.resolve(batch.samples[0], "n"), ProtocolError);
 
   DictionaryUpdate gap;
@@ -160,6 +170,8 @@ TEST(Codec, DecodesFromUnalignedMemory) {
   std::memcpy(buffer.data() + 3, messages[1].data(), messages[1].size());  // odd address
   Message batch = decode(buffer.data() + 3, messages[1].size());
   EXPECT_EQ(batch.sequence, 9u);
+  MasterDictionary master;
+  master.unpack(batch);
   EXPECT_EQ(batch.samples[0].values[0], 123.5);
 }
 
