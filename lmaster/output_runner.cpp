@@ -216,16 +216,20 @@ void OutputRunner::flush_output(std::uint64_t written_through) {
 
 void OutputRunner::run() {
   const auto linger = seconds(std::max(output_->flush_period(), 0.01));
+  const auto linger_when_behind = std::max(linger, seconds(output_->flush_period_when_behind()));
   const std::size_t batch = std::max<std::size_t>(output_->batch_samples(), 1);
   auto next_flush = Clock::now() + linger;
   std::vector<Sample> retry;  // what the last failed write left; goes before the queue
   std::uint64_t retry_through = 0;    // the last record `retry` holds part of
   std::uint64_t written_through = saved_position_;  // every record up to it is written
   double backoff = 0;
-  auto flush_when_due = [&] {
-    if (Clock::now() < next_flush) return;
+  auto last_flush = Clock::now();
+  auto flush_when_due = [&](bool behind = false) {
+    auto now = Clock::now();
+    if (now < next_flush || (behind && now < last_flush + linger_when_behind)) return;
     flush_output(written_through);
-    next_flush = Clock::now() + linger;
+    last_flush = Clock::now();
+    next_flush = last_flush + linger;
   };
 
   for (;;) {
@@ -293,6 +297,7 @@ void OutputRunner::run() {
       taken.push_back(std::move(memory_.front()));
       memory_.pop_front();
     } while (!memory_.empty() && taken_samples + memory_.front().samples->size() <= batch);
+    const bool more_waiting = behind_ || memory_samples_ >= batch;
     lock.unlock();
 
     std::vector<Sample> merged;
@@ -320,7 +325,7 @@ void OutputRunner::run() {
     else
       written_through = taken.back().id;
     retry_points_ = count_points(retry);
-    flush_when_due();
+    flush_when_due(more_waiting);
   }
 
   flush_output(written_through);

@@ -61,6 +61,7 @@ class Hdf5Output final : public Output {
   // next flush rewrites the same rows. May start a new file (rotate_size, rotate_age).
   void flush() override;
   double flush_period() const override;  // flush_interval
+  double flush_period_when_behind() const override;
   // Flushes, starts a new timestamped file (`path` then points to it), closes and compresses the
   // old one. When the new file cannot be created, keeps writing the old one and throws.
   void reopen() override;

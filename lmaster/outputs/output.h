@@ -78,6 +78,9 @@ class Output {
   // A failure throws (any exception); the output keeps the data for the next call.
   virtual void flush() {}
   virtual double flush_period() const { return 1.0; }
+  // While the runner is behind, flush() may wait up to this long: a file output that writes more
+  // rows per flush does less work per point and catches up (HDF5).
+  virtual double flush_period_when_behind() const { return flush_period(); }
   // SIGHUP / `lmaster reload`: HDF5 starts a new file, network outputs reconnect.
   virtual void reopen() {}
   // Samples the runner hands to one write() call at most.

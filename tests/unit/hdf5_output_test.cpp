@@ -840,7 +840,7 @@ TEST(Hdf5Output, WriteRefusesSamplesOnceTooManyWaitForAFailingFile) {
   MetricInfoStore infos;
   int accepted = 0;
   {
-    Hdf5Output output(options_for(dir.file("metrics.h5")), infos);
+    Hdf5Output output(options_for(dir.file("metrics.h5"), {"max_buffered_points=1000000"}), infos);
     output.write(std::vector<Sample>{make_sample("h", "s", kT0, 0, {{"v", 1.0}})});
     output.flush();
     bool refused = false;
