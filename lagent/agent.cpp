@@ -1,6 +1,7 @@
 #include "agent.h"
 
 #include <fmt/ranges.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -423,6 +424,11 @@ void check_agent_config(const std::string& config_path) {
 }
 
 int run_agent(const std::string& config_path, bool foreground, const std::function<void()>& ready) {
+  // One malloc arena for every thread (before any starts): glibc would give each reader and the
+  // sender its own, and with per-job sensors each kept a few hundred KiB of its own free memory
+  // (measured: 3.3 MiB anonymous RSS with 5 arenas, 50 jobs). The threads allocate a little per
+  // round, so they hardly contend for it.
+  ::mallopt(M_ARENA_MAX, 1);
   AgentConfig config = load_agent_config(config_path);
   setup_logging(config.logging, foreground, "lagent");
   Agent agent(config_path, std::move(config), foreground);

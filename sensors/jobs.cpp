@@ -4,7 +4,10 @@
 #include <fmt/ranges.h>
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -417,15 +420,76 @@ void JobDirectory::rescan_locked() {
                                    : fmt::format("{}", fmt::join(described, ", "));
 }
 
+namespace {
+
+// Appends the pids in the cgroup.procs of the directory `dir_fd` (which it closes) and of its
+// descendants. Several per-job sensors ask this of every job every round: files are opened
+// relative to their directory (one path lookup per cgroup, not one per file) and read with
+// plain read(2) into `buffer`.
+void collect_pids(int dir_fd, std::vector<int>& pids, std::string& buffer) {
+  int procs = ::openat(dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  if (procs >= 0) {
+    buffer.clear();
+    char chunk[4096];
+    for (ssize_t got; (got = ::read(procs, chunk, sizeof chunk)) != 0;) {
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        break;  // the cgroup went away meanwhile: what was read counts
+      }
+      buffer.append(chunk, static_cast<std::size_t>(got));
+    }
+    ::close(procs);
+    // Whitespace-separated numbers (one per line); the first thing that is not one ends the list.
+    constexpr std::string_view kSpace = " \t\n";
+    std::string_view rest = buffer;
+    for (auto begin = rest.find_first_not_of(kSpace); begin != std::string_view::npos;
+         begin = rest.find_first_not_of(kSpace)) {
+      rest.remove_prefix(begin);
+      auto field = rest.substr(0, rest.find_first_of(kSpace));
+      rest.remove_prefix(field.size());
+      std::uint64_t pid = 0;
+      if (!parse_uint(field, pid)) break;
+      pids.push_back(static_cast<int>(pid));
+    }
+  }
+  // A directory's link count is 2 + its subdirectories on cgroupfs (kernfs), tmpfs and ext4: a
+  // leaf cgroup (most job directories are) is not listed with its dozens of control files.
+  // Other counts (1: a file system that does not keep it) mean: list it.
+  struct stat info;
+  if (::fstat(dir_fd, &info) == 0 && info.st_nlink == 2) {
+    ::close(dir_fd);
+    return;
+  }
+  DIR* dir = ::fdopendir(dir_fd);
+  if (!dir) {
+    ::close(dir_fd);
+    return;
+  }
+  while (const dirent* entry = ::readdir(dir)) {
+    const char* name = entry->d_name;
+    if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+    if (entry->d_type != DT_DIR) {  // a link to a directory counts, as for every other lookup here
+      struct stat info;
+      if ((entry->d_type != DT_UNKNOWN && entry->d_type != DT_LNK) || ::fstatat(::dirfd(dir), name, &info, 0) != 0 ||
+          !S_ISDIR(info.st_mode))
+        continue;
+    }
+    int child = ::openat(::dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (child >= 0) collect_pids(child, pids, buffer);
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
 std::vector<int> JobDirectory::pids(const JobCgroup& job) {
   std::vector<int> pids;
-  std::function<void(const std::string&)> collect = [&](const std::string& dir) {
-    std::ifstream procs(dir + "/cgroup.procs");
-    for (long pid; procs >> pid;) pids.push_back(static_cast<int>(pid));
-    for (const auto& name : subdirectories(dir)) collect(dir + "/" + name);
-  };
   std::string dir = job.any_dir();
-  if (!dir.empty()) collect(dir);
+  if (!dir.empty()) {
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    std::string buffer;
+    if (fd >= 0) collect_pids(fd, pids, buffer);
+  }
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
   return pids;

@@ -6,11 +6,21 @@
 // As psutil: entries whose address cannot be written (an unknown family, a link layer address
 // of length 0) are left out; netmask, broadcast and ptp labels only appear when psutil has a
 // value for them; MAC addresses shorter than 6 bytes are padded with ":00".
+//
+// Addresses rarely change, and getifaddrs asks the kernel for every link (with all its
+// statistics) and every address. So the sensor listens to the kernel's rtnetlink
+// notifications of link and address changes (RTMGRP_LINK, RTMGRP_IPV4_IFADDR,
+// RTMGRP_IPV6_IFADDR: names, flags, MAC and IP addresses, everything read here) and asks
+// getifaddrs again only after one came, after a lost notification (ENOBUFS) or when it cannot
+// listen; otherwise it reports the previous list again.
 #include <ifaddrs.h>
 #include <linux/if_packet.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -78,11 +88,63 @@ struct Entry {
   std::optional<std::string> netmask, broadcast, ptp;
 };
 
+// A NETLINK_ROUTE socket subscribed to link and address changes: says whether anything may
+// have changed since it was last asked.
+class ChangeListener {
+ public:
+  ChangeListener() {
+    fd_ = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    if (fd_ < 0) return;
+    sockaddr_nl local{};
+    local.nl_family = AF_NETLINK;
+    local.nl_groups = RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
+    if (::bind(fd_, reinterpret_cast<const sockaddr*>(&local), sizeof local) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~ChangeListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ChangeListener(const ChangeListener&) = delete;
+  ChangeListener& operator=(const ChangeListener&) = delete;
+
+  // True when a notification came (or may have been lost) since the last call, or when the
+  // kernel cannot be listened to. Drains what came.
+  bool changed() {
+    if (fd_ < 0) return true;
+    bool any = false;
+    for (;;) {
+      ssize_t got = ::recv(fd_, buffer_.data(), buffer_.size(), MSG_DONTWAIT);
+      if (got > 0) {
+        any = true;
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return any;
+      return true;  // ENOBUFS (notifications lost) or another error: read everything again
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  std::array<char, 8192> buffer_{};
+};
+
 class NetIFAddrsSensor final : public Sensor {
  public:
   explicit NetIFAddrsSensor(const SensorContext&) {}
 
   bool sample(SampleWriter& out) override {
+    // Listening starts before the first getifaddrs, so no change after it goes unnoticed.
+    if (listener_.changed() || !have_list_) read_list();
+    write(out);
+    return true;
+  }
+
+ private:
+  void read_list() {
+    have_list_ = false;
     ifaddrs* list = nullptr;
     if (::getifaddrs(&list) != 0)
       throw SensorUnavailable(std::string("getifaddrs: ") + std::strerror(errno));
@@ -114,6 +176,10 @@ class NetIFAddrsSensor final : public Sensor {
     for (const auto& entry : entries_)
       if (std::find(nics_.begin(), nics_.end(), entry.nic) == nics_.end())
         nics_.push_back(entry.nic);
+    have_list_ = true;
+  }
+
+  void write(SampleWriter& out) const {
     for (const auto& nic : nics_) {
       std::string prefix = key_component(nic) + ".";
       for (std::size_t f = 0; f < kFamilies.size(); ++f) {
@@ -130,10 +196,10 @@ class NetIFAddrsSensor final : public Sensor {
         out.set(family_key, n);
       }
     }
-    return true;
   }
 
- private:
+  ChangeListener listener_;  // before the first read_list()
+  bool have_list_ = false;
   std::vector<Entry> entries_;
   std::vector<std::string> nics_;
 };
