@@ -1,0 +1,476 @@
+#!/usr/bin/python3
+"""lmaster against carbon-c-relay, in one run, on this machine (issue 9, "Master").
+
+Usage:
+    bench/master_throughput.py [--build DIR] [--agents N] [--metrics M] [--seconds S]
+                               [--warmup S] [--window W] [--interval S] [--threads T]
+                               [--relay-start P] [--relay-factor F] [--relay-seconds S]
+                               [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
+                               [--lmaster PATH] [--master-load PATH] [--carbon-sink PATH]
+                               [--json FILE]
+
+(a) lmaster with [hdf5] (in a temporary directory) and [Graphite] pickle to a counting
+    carbon_sink, journal on (the defaults), driven by master_load as N agents (default 1000) with
+    M values each (default 200), as fast as acknowledgements allow (--window unacknowledged
+    batches per agent; --interval S paces each agent to one batch every S seconds instead), for
+    --seconds after --warmup. Measured: lmaster's CPU (utime+stime of its pid over the
+    measurement window, % of one core and ns per point), its peak RSS (VmHWM), points/s
+    acknowledged (master_load) and arriving at the sink in the same window, whether every
+    acknowledged point reached the sink once everything is delivered, latency (receive time at
+    the sink - sample time) p50/p99, payload bytes per point on the wire (master_load) and HDF5
+    bytes per stored point (the .h5 files after lmaster stopped and compressed them / the points
+    acknowledged; lmaster's own `lmaster` sensor adds a few rows).
+(b) carbon-c-relay (Debian) listening on an ephemeral 127.0.0.1 port and forwarding everything
+    (a `forward` cluster of one) to a carbon_sink as plaintext, driven by master_load
+    --plaintext with the same N and M (one TCP connection per agent). The offered rate is stepped
+    up (x --relay-factor from --relay-start points/s, each step --relay-seconds long after a 2 s
+    warm-up, on the same relay process); a step is sustained when master_load sent >= 99 % of the
+    offered rate and the sink received >= 99 % of what was sent (the sink keeps up: what was
+    sent in the step has arrived 3 s after it). The highest sustained step is the relay's rate;
+    its CPU and RSS are those of that step.
+(c) A table: lmaster vs carbon-c-relay points/s and the ratio, CPU per point, RSS, latency
+    p50/p99, bytes per point, and the command that reproduces it.
+
+Every process is stopped by its PID and the temporary directory removed; only 127.0.0.1 and
+ephemeral ports are used. Generator, lmaster (or the relay) and the sink share this machine's
+cores: the figures are for that setting.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+AGENT_PREFIX = "mload"  # master_load's host names; the sink counts only these paths
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PROGRAMS = {}  # lmaster, master_load, carbon_sink: their paths (main() fills it)
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def interpolate(series, t):
+    """Value of a (time, value) series at time t (linear between samples, clamped at the ends)."""
+    if not series:
+        return 0.0
+    if t <= series[0][0]:
+        return series[0][1]
+    for (t0, v0), (t1, v1) in zip(series, series[1:]):
+        if t0 <= t <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+    return series[-1][1]
+
+
+def stop(process, timeout=60):
+    """SIGTERM by PID, then wait (SIGKILL after `timeout`); returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            return process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait(timeout=30)
+    return process.returncode
+
+
+class ProcessMonitor:
+    """Samples utime+stime (seconds) and RSS of one pid every 0.2 s, with wall-clock times."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.cpu = []  # (unix time, cpu seconds)
+        self.peak_rss_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def sample(self):
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{self.pid}/status") as f:
+                status = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        now = time.time()
+        self.cpu.append((now, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS))  # utime, stime
+        match = re.search(r"VmHWM:\s+(\d+) kB", status)
+        if match:
+            self.peak_rss_kib = max(self.peak_rss_kib, int(match.group(1)))
+        return True
+
+    def _run(self):
+        while not self._stop.is_set() and self.sample():
+            self._stop.wait(0.2)
+
+    def cpu_between(self, start, end):
+        return interpolate(self.cpu, end) - interpolate(self.cpu, start)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+
+class Sink:
+    """A carbon_sink process: its port, and its per-second (time, matched points) lines."""
+
+    def __init__(self, directory, name):
+        self.err_path = os.path.join(directory, name + ".err")
+        self._err = open(self.err_path, "w")
+        self.process = subprocess.Popen(
+            [PROGRAMS["carbon_sink"], "--match", AGENT_PREFIX, "--every"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)
+        self.port = int(self.process.stdout.readline())
+        self.series = []  # (unix time, matched points)
+        self.last = None
+        self.final = None
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            report = json.loads(line)
+            self.last = report
+            self.series.append((report["time_unix"], report["matched"]))
+            if report["final"]:
+                self.final = report
+
+    def matched(self):
+        return self.last["matched"] if self.last else 0
+
+    def matched_at(self, t):
+        return interpolate(self.series, t)
+
+    def wait_quiet(self, target, quiet_s, timeout):
+        """Waits until `target` points arrived, or nothing arrived for `quiet_s` s; returns the count."""
+        deadline = time.monotonic() + timeout
+        last, last_change = self.matched(), time.monotonic()
+        while time.monotonic() < deadline:
+            now_count = self.matched()
+            if now_count >= target:
+                return now_count
+            if now_count != last:
+                last, last_change = now_count, time.monotonic()
+            elif time.monotonic() - last_change > quiet_s:
+                return now_count
+            time.sleep(0.1)
+        return self.matched()
+
+    def close(self):
+        """Ends the sink (stdin closed) and returns its final report."""
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                stop(self.process)
+        self._thread.join(timeout=10)
+        self._err.close()
+        return self.final or self.last or {}
+
+
+def run_load(args, directory, name, timeout):
+    """Runs master_load to its end; returns its JSON summary."""
+    command = [PROGRAMS["master_load"]] + args
+    with open(os.path.join(directory, name + ".err"), "w") as err:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True)
+        try:
+            out, _ = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            raise RuntimeError(f"{name} did not finish within {timeout} s")
+    if process.returncode != 0:
+        raise RuntimeError(f"{name} exited with {process.returncode}: {read_text(err.name)[-2000:]}")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def load_arguments(options):
+    return ["--agents", str(options.agents), "--metrics", str(options.metrics), "--threads", str(options.threads),
+            "--host-prefix", AGENT_PREFIX]
+
+
+def measure_lmaster(options, directory):
+    data = os.path.join(directory, "lmaster")
+    os.makedirs(data)
+    sink = Sink(directory, "lmaster-sink")
+    lmaster = None
+    monitor = None
+    try:
+        config = os.path.join(directory, "lmaster.conf")
+        with open(config, "w") as f:
+            f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\ndata_dir = {data}/data\n"
+                    f"[hdf5]\npath = {data}/hdf5/fructosa.h5\n"
+                    f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\nprotocol = pickle\n")
+        err_path = os.path.join(directory, "lmaster.err")
+        with open(err_path, "w") as err:
+            lmaster = subprocess.Popen([PROGRAMS["lmaster"], "run", "-c", config, "-p",
+                                        os.path.join(directory, "lmaster.pid")],
+                                       stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+
+        def listening():
+            if lmaster.poll() is not None:
+                raise RuntimeError(f"lmaster exited with {lmaster.returncode}: {read_text(err_path)[-2000:]}")
+            match = re.search(r"listening on tcp://127\.0\.0\.1:(\d+)", read_text(err_path))
+            return int(match.group(1)) if match else None
+
+        port = wait_for(listening, 60, "lmaster to listen")
+        monitor = ProcessMonitor(lmaster.pid)
+        pace = ["--interval", str(options.interval)] if options.interval else ["--interval", "0"]
+        load = run_load(load_arguments(options) + [
+            "--endpoint", f"tcp://127.0.0.1:{port}", "--seconds", str(options.seconds), "--warmup",
+            str(options.warmup), "--window", str(options.window), "--drain", "30"] + pace,
+            directory, "master_load", timeout=options.warmup + options.seconds + 300)
+        # Everything acknowledged must reach the sink (the Graphite output works behind the acks).
+        delivered = sink.wait_quiet(load["points_acked"], quiet_s=15, timeout=600)
+        monitor.sample()
+        start, end = load["window_start_unix"], load["window_end_unix"]
+        cpu_s = monitor.cpu_between(start, end)
+        sink_window = sink.matched_at(end) - sink.matched_at(start)
+        stopping = time.monotonic()
+        code = stop(lmaster, timeout=600)  # the HDF5 files are compressed on the way out
+        stop_s = time.monotonic() - stopping
+        monitor.stop()
+        final = sink.close()
+        h5_files = [p for p in glob.glob(os.path.join(data, "hdf5", "*.h5")) if not os.path.islink(p)]
+        h5_bytes = sum(os.path.getsize(p) for p in h5_files)
+        window_acked = load["window_points_acked"]
+        return {
+            "points_per_s": load["points_per_s_acked"],
+            "sink_points_per_s": sink_window / options.seconds,
+            "points_acked": load["points_acked"],
+            "points_at_sink": final.get("matched", delivered),
+            "difference": final.get("matched", delivered) - load["points_acked"],
+            "cpu_percent": 100.0 * cpu_s / options.seconds,
+            "cpu_ns_per_point": 1e9 * cpu_s / window_acked if window_acked else None,
+            "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
+            "latency_p50_s": final.get("latency_s", {}).get("p50"),
+            "latency_p99_s": final.get("latency_s", {}).get("p99"),
+            "latency_max_s": final.get("latency_s", {}).get("max"),
+            "wire_bytes_per_point": load["batch_bytes_per_point"],
+            "hello_dictionary_bytes": load["bytes"]["hello_and_dictionary"],
+            "hdf5_bytes": h5_bytes,
+            "hdf5_bytes_per_point": h5_bytes / load["points_acked"] if load["points_acked"] else None,
+            "lmaster_exit": code,
+            "lmaster_stop_s": stop_s,
+            "resyncs": load.get("resyncs"),
+            "generator_cpu_ns_per_point": load.get("cpu_ns_per_point_sent"),
+            "load": load,
+        }
+    finally:
+        if monitor:
+            monitor.stop()
+        if lmaster:
+            stop(lmaster, timeout=600)
+        sink.close()
+
+
+def free_port():
+    """An ephemeral port for carbon-c-relay's listener (it cannot pick one and tell us)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def relay_step(options, directory, rate, number):
+    """One offered rate through a fresh carbon-c-relay and sink; returns the step's figures."""
+    sink = Sink(directory, f"relay-sink-{number}")
+    relay = monitor = None
+    try:
+        port = free_port()
+        config = os.path.join(directory, "relay.conf")
+        with open(config, "w") as f:
+            f.write(f"listen type linemode 127.0.0.1:{port} proto tcp ;\n"
+                    f"cluster sink forward 127.0.0.1:{sink.port} proto tcp ;\n"
+                    f"match * send to sink stop ;\n")
+        relay_command = ["carbon-c-relay", "-f", config, "-w", str(options.relay_workers), "-q",
+                         str(options.relay_queue), "-B", "4096", "-s"]
+        log_path = os.path.join(directory, f"relay-{number}.log")
+        with open(log_path, "w") as log:
+            relay = subprocess.Popen(relay_command, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+
+        def listening():
+            if relay.poll() is not None:
+                raise RuntimeError(f"carbon-c-relay exited with {relay.returncode}: {read_text(log_path)[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return True
+            except OSError:
+                return False
+
+        wait_for(listening, 30, "carbon-c-relay to listen")
+        monitor = ProcessMonitor(relay.pid)
+        load = run_load(load_arguments(options) + [
+            "--plaintext", f"127.0.0.1:{port}", "--rate", str(rate), "--seconds", str(options.relay_seconds),
+            "--warmup", "2"], directory, f"relay-load-{number}", timeout=options.relay_seconds + 120)
+        arrived = sink.wait_quiet(load["points_sent"], quiet_s=3, timeout=60)
+        monitor.sample()
+        start, end = load["window_start_unix"], load["window_end_unix"]
+        monitor.stop()
+        stop(relay)
+        final = sink.close()
+        sent_rate = load["points_per_s_sent"]
+        step = {
+            "offered_points_per_s": rate,
+            "sent_points_per_s": sent_rate,
+            "sink_points_per_s": (sink.matched_at(end) - sink.matched_at(start)) / options.relay_seconds,
+            "points_sent": load["points_sent"],
+            "points_at_sink": final.get("matched", arrived),
+            "cpu_percent": 100.0 * monitor.cpu_between(start, end) / options.relay_seconds,
+            "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
+            "latency_p50_s": final.get("latency_s", {}).get("p50"),
+            "latency_p99_s": final.get("latency_s", {}).get("p99"),
+            "wire_bytes_per_point": load["batch_bytes_per_point"],
+            "generator_cpu_ns_per_point": load.get("cpu_ns_per_point_sent"),
+            "relay_command": " ".join(relay_command),
+        }
+        # The rate counts only when everything sent arrived: then it is the rate sent.
+        step["sustained"] = sent_rate >= 0.99 * rate and step["points_at_sink"] >= 0.99 * load["points_sent"]
+        step["points_per_s"] = sent_rate
+        step["cpu_ns_per_point"] = 1e7 * step["cpu_percent"] / sent_rate if sent_rate else None
+        return step
+    finally:
+        if monitor:
+            monitor.stop()
+        if relay:
+            stop(relay)
+        sink.close()
+
+
+def measure_relay(options, directory):
+    steps = []
+    best = None
+    rate = options.relay_start
+    while len(steps) < options.relay_max_steps:
+        step = relay_step(options, directory, rate, len(steps))
+        steps.append(step)
+        print(f"  relay step: offered {rate:,.0f}/s, sent {step['sent_points_per_s']:,.0f}/s, arrived "
+              f"{step['points_at_sink']:,} of {step['points_sent']:,}, relay CPU {step['cpu_percent']:.0f} %, "
+              f"p99 {step['latency_p99_s']:.3f} s: {'sustained' if step['sustained'] else 'NOT sustained'}",
+              file=sys.stderr)
+        if not step["sustained"]:
+            break
+        best = step
+        rate = int(rate * options.relay_factor)
+    result = dict(best or {"points_per_s": 0})
+    result["steps"] = steps
+    return result
+
+
+def fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def print_table(options, lmaster, relay):
+    rows = [("points/s (sustained)", "points_per_s", "points_per_s", ",.0f"),
+            ("CPU, % of one core", "cpu_percent", "cpu_percent", ".0f"),
+            ("CPU ns per point", "cpu_ns_per_point", "cpu_ns_per_point", ",.0f"),
+            ("peak RSS, MiB", "peak_rss_mib", "peak_rss_mib", ".1f"),
+            ("latency p50, s", "latency_p50_s", "latency_p50_s", ".3f"),
+            ("latency p99, s", "latency_p99_s", "latency_p99_s", ".3f"),
+            ("wire bytes per point", "wire_bytes_per_point", "wire_bytes_per_point", ".2f"),
+            ("master_load ns per point", "generator_cpu_ns_per_point", "generator_cpu_ns_per_point", ",.0f")]
+    print(f"\n{'':26} {'lmaster':>14} {'carbon-c-relay':>16}")
+    for title, lkey, rkey, spec in rows:
+        left = fmt(lmaster.get(lkey), spec) if lmaster else "-"
+        right = fmt(relay.get(rkey), spec) if relay else "-"
+        print(f"{title:26} {left:>14} {right:>16}")
+    if lmaster:
+        print(f"{'HDF5 bytes per point':26} {fmt(lmaster['hdf5_bytes_per_point'], '.2f'):>14}")
+        print(f"{'sink points/s (lmaster)':26} {fmt(lmaster['sink_points_per_s'], ',.0f'):>14}")
+        print(f"acknowledged {lmaster['points_acked']:,} points, the sink got {lmaster['points_at_sink']:,} "
+              f"(difference {lmaster['difference']:+,})")
+    if relay:
+        print(f"carbon-c-relay: the highest of {len(relay['steps'])} offered rates (x{options.relay_factor} from "
+              f"{options.relay_start:,}/s) at which everything sent arrived"
+              + ("" if relay["steps"][-1]["sustained"] else
+                 f"; {relay['steps'][-1]['offered_points_per_s']:,}/s was not sustained")
+              + f"\n  {relay.get('relay_command', '')}")
+    if lmaster and relay and relay.get("points_per_s"):
+        print(f"lmaster / carbon-c-relay points/s: {lmaster['points_per_s'] / relay['points_per_s']:.2f}")
+    print(f"\nmachine: {os.cpu_count()} CPUs (generator, server and sink share them)")
+    print("command: " + " ".join(shlex.quote(a) for a in sys.argv))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default="build", help="build directory (default build/)")
+    parser.add_argument("--agents", type=int, default=1000)
+    parser.add_argument("--metrics", type=int, default=200, help="values per agent per batch")
+    parser.add_argument("--seconds", type=float, default=30, help="measurement window")
+    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--window", type=int, default=8, help="unacknowledged batches per agent")
+    parser.add_argument("--interval", type=float, default=0,
+                        help="lmaster run: one batch per agent every S s (default 0: as fast as acks allow)")
+    parser.add_argument("--threads", type=int, default=1, help="master_load threads")
+    parser.add_argument("--relay-start", type=int, default=50000, help="first offered rate, points/s")
+    parser.add_argument("--relay-factor", type=float, default=1.5)
+    parser.add_argument("--relay-seconds", type=float, default=10)
+    parser.add_argument("--relay-max-steps", type=int, default=12)
+    parser.add_argument("--relay-workers", type=int, default=2, help="carbon-c-relay -w")
+    parser.add_argument("--relay-queue", type=int, default=1000000,
+                        help="carbon-c-relay -q (its default, 25000, drops data above ~30 k points/s)")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--lmaster-only", action="store_true")
+    group.add_argument("--relay-only", action="store_true")
+    parser.add_argument("--json", help="also write every figure to this file")
+    for name, where in (("lmaster", "lmaster/lmaster"), ("master_load", "bench/master_load"),
+                        ("carbon_sink", "bench/carbon_sink")):
+        parser.add_argument("--" + name.replace("_", "-"), metavar="PATH", help=f"default: BUILD/{where}")
+    options = parser.parse_args()
+    options.build = os.path.abspath(options.build)
+    for name, where in (("lmaster", "lmaster/lmaster"), ("master_load", "bench/master_load"),
+                        ("carbon_sink", "bench/carbon_sink")):
+        path = os.path.abspath(getattr(options, name) or os.path.join(options.build, where))
+        PROGRAMS[name] = path
+        if (name != "lmaster" or not options.relay_only) and not os.access(path, os.X_OK):
+            parser.error(f"{path} is missing: build it first")
+    if not options.lmaster_only and not shutil.which("carbon-c-relay"):
+        parser.error("carbon-c-relay is not installed (Debian package carbon-c-relay)")
+
+    directory = tempfile.mkdtemp(prefix="master-throughput-")
+    results = {"command": " ".join(shlex.quote(a) for a in sys.argv)}
+    try:
+        lmaster = relay = None
+        if not options.relay_only:
+            print(f"lmaster: {options.agents} agents x {options.metrics} values, {options.seconds} s "
+                  f"after {options.warmup} s", file=sys.stderr)
+            lmaster = results["lmaster"] = measure_lmaster(options, directory)
+        if not options.lmaster_only:
+            print(f"carbon-c-relay: {options.agents} agents x {options.metrics} values, steps of "
+                  f"{options.relay_seconds} s", file=sys.stderr)
+            relay = results["relay"] = measure_relay(options, directory)
+        print_table(options, lmaster, relay)
+        if options.json:
+            with open(options.json, "w") as f:
+                json.dump(results, f, indent=1)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
