@@ -64,6 +64,8 @@ import tempfile
 import threading
 import time
 
+from benchlib import free_port, read_text, wait_for
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -83,21 +85,6 @@ def default_program(name):
     """build/<name>/<name> when it was built, else <name> from PATH."""
     path = os.path.join(ROOT, "build", name, name)
     return path if os.access(path, os.X_OK) else name
-
-
-def free_port():
-    """A port the kernel has just given out on 127.0.0.1 (for programs that cannot bind port 0)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def read_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
 
 
 def cpu_ticks(pid):
@@ -140,17 +127,6 @@ def tcp_sockets():
     """TCP sockets of this network namespace (in use + TIME_WAIT): NetConnections' cost grows with them."""
     counts = re.search(r"^TCP: inuse (\d+) orphan \d+ tw (\d+)", read_text("/proc/net/sockstat"), re.M)
     return int(counts.group(1)) + int(counts.group(2)) if counts else 0
-
-
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class GraphiteSink(threading.Thread):

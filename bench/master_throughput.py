@@ -6,7 +6,7 @@ Usage:
                                [--warmup S] [--window W] [--interval S] [--threads T]
                                [--relay-start P] [--relay-factor F] [--relay-seconds S]
                                [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
-                               [--lmaster PATH] [--master-load PATH] [--carbon-sink PATH]
+                               [--no-hdf5] [--lmaster PATH] [--master-load PATH] [--carbon-sink PATH]
                                [--json FILE]
 
 (a) lmaster with [hdf5] (in a temporary directory) and [Graphite] pickle to a counting
@@ -50,28 +50,11 @@ import tempfile
 import threading
 import time
 
+from benchlib import free_port, read_text, wait_for
+
 AGENT_PREFIX = "mload"  # master_load's host names; the sink counts only these paths
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROGRAMS = {}  # lmaster, master_load, carbon_sink: their paths (main() fills it)
-
-
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def read_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
 
 
 def interpolate(series, t):
@@ -224,7 +207,7 @@ def measure_lmaster(options, directory):
         config = os.path.join(directory, "lmaster.conf")
         with open(config, "w") as f:
             f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\ndata_dir = {data}/data\n"
-                    f"[hdf5]\npath = {data}/hdf5/fructosa.h5\n"
+                    + ("" if options.no_hdf5 else f"[hdf5]\npath = {data}/hdf5/fructosa.h5\n") +
                     f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\nprotocol = pickle\n")
         err_path = os.path.join(directory, "lmaster.err")
         with open(err_path, "w") as err:
@@ -259,6 +242,8 @@ def measure_lmaster(options, directory):
         h5_files = [p for p in glob.glob(os.path.join(data, "hdf5", "*.h5")) if not os.path.islink(p)]
         h5_bytes = sum(os.path.getsize(p) for p in h5_files)
         window_acked = load["window_points_acked"]
+        # What the HDF5 output had not written when lmaster stopped (it stays in the journal).
+        behind = re.search(r"output hdf5: stopping with (\d+) points undelivered", read_text(err_path))
         return {
             "points_per_s": load["points_per_s_acked"],
             "sink_points_per_s": sink_window / options.seconds,
@@ -274,6 +259,7 @@ def measure_lmaster(options, directory):
             "wire_bytes_per_point": load["batch_bytes_per_point"],
             "hello_dictionary_bytes": load["bytes"]["hello_and_dictionary"],
             "hdf5_bytes": h5_bytes,
+            "hdf5_behind_at_stop": int(behind.group(1)) if behind else 0,
             "hdf5_bytes_per_point": h5_bytes / load["points_acked"] if load["points_acked"] else None,
             "lmaster_exit": code,
             "lmaster_stop_s": stop_s,
@@ -287,13 +273,6 @@ def measure_lmaster(options, directory):
         if lmaster:
             stop(lmaster, timeout=600)
         sink.close()
-
-
-def free_port():
-    """An ephemeral port for carbon-c-relay's listener (it cannot pick one and tell us)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def relay_step(options, directory, rate, number):
@@ -400,7 +379,10 @@ def print_table(options, lmaster, relay):
         right = fmt(relay.get(rkey), spec) if relay else "-"
         print(f"{title:26} {left:>14} {right:>16}")
     if lmaster:
-        print(f"{'HDF5 bytes per point':26} {fmt(lmaster['hdf5_bytes_per_point'], '.2f'):>14}")
+        if not options.no_hdf5:
+            print(f"{'HDF5 bytes per point':26} {fmt(lmaster['hdf5_bytes_per_point'], '.2f'):>14}")
+            print(f"{'HDF5 behind at stop':26} {lmaster['hdf5_behind_at_stop']:>14,} points (kept in the journal)")
+        print(f"{'lmaster stop, s':26} {fmt(lmaster['lmaster_stop_s'], '.1f'):>14}")
         print(f"{'sink points/s (lmaster)':26} {fmt(lmaster['sink_points_per_s'], ',.0f'):>14}")
         print(f"acknowledged {lmaster['points_acked']:,} points, the sink got {lmaster['points_at_sink']:,} "
               f"(difference {lmaster['difference']:+,})")
@@ -434,6 +416,7 @@ def main():
     parser.add_argument("--relay-workers", type=int, default=2, help="carbon-c-relay -w")
     parser.add_argument("--relay-queue", type=int, default=1000000,
                         help="carbon-c-relay -q (its default, 25000, drops data above ~30 k points/s)")
+    parser.add_argument("--no-hdf5", action="store_true", help="lmaster run without the HDF5 output")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--lmaster-only", action="store_true")
     group.add_argument("--relay-only", action="store_true")
