@@ -437,8 +437,14 @@ class Master {
         registry_->seen(peer.host, peer.address, peer.session, wall_clock_ns());
       }
     } catch (const ProtocolError& error) {
-      spdlog::warn("dropped a {} message from {} ({}): {}", to_string(message.type), peer.host, peer.address,
-                   error.what());
+      // Once a resync is asked, whatever the agent sent before it heard is expected to fail
+      // (thousands of agents would flood the log after a refused round).
+      if (peer.resync_sent)
+        spdlog::debug("dropped a {} message from {} ({}) while waiting for its resync: {}", to_string(message.type),
+                      peer.host, peer.address, error.what());
+      else
+        spdlog::warn("dropped a {} message from {} ({}): {}", to_string(message.type), peer.host, peer.address,
+                     error.what());
       peer.dictionary.clear();
       ask_resync(router, identity, peer, error.what());
     }
