@@ -31,7 +31,8 @@ class AgentStatusTest(FructosaTestCase):
     def test_up_metric_log_lines_and_status_table(self):
         master, port = self.start_master(self.EXTRA)
         config = self.agent_config(port, ["VirtualMemory"])
-        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config)])
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config),
+                                      "-p", self.path("lagent.pid")])
         wait_for(lambda: self.latest_up("testnode") == 1, timeout=30, what="agent.testnode.up = 1")
         wait_for(lambda: any(l.startswith("testnode ") for l in self.status()[1].splitlines()), timeout=10,
                  what="testnode in lmaster status")
@@ -62,7 +63,8 @@ class AgentStatusTest(FructosaTestCase):
 
         # The node comes back.
         port = wait_for(lambda: self.listening_port(self.path("lmaster.err")), what="restarted lmaster port")
-        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", self.agent_config(port, ["VirtualMemory"]))])
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", self.agent_config(port, ["VirtualMemory"])),
+                                      "-p", self.path("lagent.pid")])
         wait_for(lambda: self.latest_up("testnode") == 1, timeout=30, what="agent.testnode.up = 1 again")
         self.assertRegex(read_text(self.path("lmaster.err")), r"agent testnode reports again")
         self.assertEqual(self.stop(agent), 0)

@@ -23,7 +23,8 @@ class ControlTest(FructosaTestCase):
     def test_an_agent_reads_faster_for_a_while_then_as_configured(self):
         master, port = self.start_master()
         config = self.agent_config(port, ["VirtualMemory", "CPUTimes"], interval=0.5)
-        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config)])
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config),
+                                      "-p", self.path("lagent.pid")])
         out = lambda: read_text(self.path("lmaster.out"))
         wait_for(lambda: len(stamps(out(), "VirtualMemory")) >= 3, timeout=30, what="samples at 0.5 s")
 

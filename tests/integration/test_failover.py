@@ -37,7 +37,8 @@ class FailoverTest(FructosaTestCase):
         config = self.agent_config(0, ["VirtualMemory"], extra="heartbeat_interval = 0.5\n").replace(
             "host = 127.0.0.1\nincoming data port = 0\n",
             f"host = 127.0.0.1:{first_port}, 127.0.0.1:{second_port}\n", 1)
-        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config)])
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config),
+                                      "-p", self.path("lagent.pid")])
         wait_for(lambda: len(stamps(read_text(self.path("first.out")))) >= 5, timeout=30, what="samples at the first master")
         self.assertEqual(stamps(read_text(self.path("second.out"))), [])
 

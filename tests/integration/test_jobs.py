@@ -84,7 +84,8 @@ class JobAttributionTest(FructosaTestCase):
         jobs = (f"[jobs]\nscheduler = regex\nregex = ^{re.escape(top)}/job_(\\d+)$\n"
                 f"rescan_interval = 3600\n")
         config = self.agent_config(port, JOB_SENSORS + ["VirtualMemory"], extra=jobs)
-        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config)])
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config),
+                                      "-p", self.path("lagent.pid")])
 
         def job_lines():
             return [line for line in read_text(self.path("lmaster.out")).splitlines()

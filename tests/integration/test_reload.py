@@ -25,7 +25,7 @@ class ReloadTest(FructosaTestCase):
                 text += f"[sensor:{name}]\ntime_interval = {interval}\n"
             return self.write("lagent.conf", text)
 
-        agent = self.spawn("lagent", [LAGENT, "run", "-c", config(before)])
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", config(before), "-p", self.path("lagent.pid")])
         counts = lambda: stdout_counts(read_text(self.path("lmaster.out")))
         wait_for(lambda: all(counts().get(s, 0) >= 8 for s in before), timeout=60, what="8 samples of each sensor")
 
