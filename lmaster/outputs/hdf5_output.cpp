@@ -42,7 +42,11 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr const char* kTime = "time";
 constexpr const char* kJob = "job";
 constexpr const char* kLabels = "labels";
-constexpr int kFormatVersion = 1;
+constexpr const char* kHost = "host";
+// format_version 1: layout per_host (/<host>/<sensor>); 2: layout per_sensor (/<sensor>, with a
+// host column). Readers tell them apart by the root attribute `layout` (both have it).
+constexpr int kPerHostFormatVersion = 1;
+constexpr int kPerSensorFormatVersion = 2;
 // The jobs attributes (and late descriptions) need the file out of SWMR mode: they are brought
 // up to date at most this often while the file is written, and always when it is closed.
 constexpr double kAttributeRefreshSeconds = 60;
@@ -330,10 +334,12 @@ struct LabelColumn {
 };
 
 struct Table {
-  std::string host;
+  std::string host;  // "" in the per_sensor layout, where the host is a column
   std::string sensor;
   std::string host_link;
   std::string sensor_link;
+  bool per_sensor = false;
+  LabelColumn host_column;  // per_sensor: the host of each row (a label at the table's level)
   bool in_file = false;  // its group and time/job datasets exist in the current file
   Handle group;
   Handle time;
@@ -369,11 +375,14 @@ struct Table {
     added.link = hdf5_link_name(key);
     return added;
   }
-  std::string where() const { return "/" + host_link + "/" + sensor_link; }
+  std::string where() const {
+    return per_sensor ? "/" + sensor_link : "/" + host_link + "/" + sensor_link;
+  }
   hsize_t pending() const { return time_buffer.size(); }
 
   void close_handles() {
     for (auto& label : labels) label.dataset.reset();
+    host_column.dataset.reset();
     label_group.reset();
     for (auto& column : columns) column.dataset.reset();
     job.reset();
@@ -390,6 +399,8 @@ struct Table {
       label.in_file = false;
       label.width = 0;
     }
+    host_column.in_file = false;
+    host_column.width = 0;
     jobs.clear();
     jobs_in_attribute = 0;
   }
@@ -405,6 +416,8 @@ struct Table {
       label.buffer.clear();
       label.has_value = false;
     }
+    host_column.buffer.clear();
+    host_column.has_value = false;
   }
 };
 
@@ -499,6 +512,7 @@ std::string hdf5_link_name(std::string_view name, bool metric_key) {
   }
   if (metric_key && link == kTime) return "%74ime";
   if (metric_key && link == kJob) return "%6Aob";
+  if (metric_key && link == kHost) return "%68ost";
   return link;
 }
 
@@ -511,6 +525,14 @@ const OptionTable& Hdf5Output::hdf5_options() {
                "directory (a new file at every start, reload and rotation)",
        .required = true,
        .relative_to_file = true},
+      {.name = "layout",
+       .type = OptionType::text,
+       .default_value = "per_sensor",
+       .help = "per_sensor: a table per sensor, /<sensor>, whose `host` column names each row's "
+               "host (a flush costs per sensor, whatever the hosts); per_host: a table per host "
+               "and sensor, /<host>/<sensor> (a flush costs per host and sensor: for a few dozen "
+               "hosts at most, docs/hdf5.md)",
+       .choices = {"per_host", "per_sensor"}},
       {.name = "complevel",
        .type = OptionType::integer,
        .default_value = "4",
@@ -556,6 +578,7 @@ const OptionTable& Hdf5Output::hdf5_options() {
 struct Hdf5Output::Impl {
   Impl(const Options& options, const MetricInfoStore& store, OutputCounters& output_counters)
       : series(options.get_text("path")),
+        per_sensor(options.get_text("layout") == "per_sensor"),
         complevel(static_cast<unsigned>(options.get_int("complevel"))),
         chunk(static_cast<hsize_t>(options.get_int("chunk"))),
         flush_interval(options.get_real("flush_interval")),
@@ -571,6 +594,7 @@ struct Hdf5Output::Impl {
 
   const FileSeries series;
   const std::string link_path = series.link.string();
+  const bool per_sensor;  // layout
   const unsigned complevel;
   const hsize_t chunk;
   const double flush_interval;
@@ -597,7 +621,8 @@ struct Hdf5Output::Impl {
   std::set<std::uint64_t> file_jobs;
   std::size_t file_jobs_in_attribute = 0;
 
-  // host -> sensor -> table; tables outlive files (their handles are closed and reopened).
+  // host -> sensor -> table (per_sensor: the host is ""); tables outlive files (their handles are
+  // closed and reopened).
   std::map<std::string, std::map<std::string, Table, std::less<>>, std::less<>> tables;
   std::map<std::string, HostGroup, std::less<>> hosts;
   std::size_t buffered_points = 0;
@@ -768,28 +793,36 @@ struct Hdf5Output::Impl {
                 H5Fclose, "cannot create its compressed copy");
       copy_attributes(path, source.get(), target.get(), "jobs", "/");
       std::set<std::uint64_t> all_jobs;
+      // A group at the root is a per_sensor table when it has `time`, else a host's group.
+      auto copy_table_group = [&](hid_t parent, hid_t parent_copy, const std::string& link,
+                                  const std::string& where, std::set<std::uint64_t>& parent_jobs) {
+        Handle table = check(path, H5Oopen(parent, link.c_str(), H5P_DEFAULT), H5Oclose,
+                             "cannot open " + where);
+        if (H5Iget_type(table.get()) != H5I_GROUP || H5Lexists(table.get(), kTime, H5P_DEFAULT) <= 0)
+          return;
+        Handle table_copy = create_group_in(path, parent_copy, link, where);
+        copy_attributes(path, table.get(), table_copy.get(), "jobs", where);
+        std::set<std::uint64_t> jobs;
+        result.tables_cut += copy_table(path, table.get(), table_copy.get(), where, jobs);
+        write_jobs_attribute(temporary, table_copy.get(), jobs, where);
+        parent_jobs.insert(jobs.begin(), jobs.end());
+      };
       for (const auto& host_link : hard_links(path, source.get(), "/")) {
         const std::string host_where = "/" + host_link;
         Handle host = check(path, H5Oopen(source.get(), host_link.c_str(), H5P_DEFAULT), H5Oclose,
                             "cannot open " + host_where);
         if (H5Iget_type(host.get()) != H5I_GROUP) continue;
+        if (H5Lexists(host.get(), kTime, H5P_DEFAULT) > 0) {
+          host.reset();
+          copy_table_group(source.get(), target.get(), host_link, host_where, all_jobs);
+          continue;
+        }
         Handle host_copy = create_group_in(path, target.get(), host_link, host_where);
         copy_attributes(path, host.get(), host_copy.get(), "jobs", host_where);
         std::set<std::uint64_t> host_jobs;
-        for (const auto& sensor_link : hard_links(path, host.get(), host_where)) {
-          const std::string where = host_where + "/" + sensor_link;
-          Handle table = check(path, H5Oopen(host.get(), sensor_link.c_str(), H5P_DEFAULT),
-                               H5Oclose, "cannot open " + where);
-          if (H5Iget_type(table.get()) != H5I_GROUP ||
-              H5Lexists(table.get(), kTime, H5P_DEFAULT) <= 0)
-            continue;
-          Handle table_copy = create_group_in(path, host_copy.get(), sensor_link, where);
-          copy_attributes(path, table.get(), table_copy.get(), "jobs", where);
-          std::set<std::uint64_t> jobs;
-          result.tables_cut += copy_table(path, table.get(), table_copy.get(), where, jobs);
-          write_jobs_attribute(temporary, table_copy.get(), jobs, where);
-          host_jobs.insert(jobs.begin(), jobs.end());
-        }
+        for (const auto& sensor_link : hard_links(path, host.get(), host_where))
+          copy_table_group(host.get(), host_copy.get(), sensor_link, host_where + "/" + sensor_link,
+                           host_jobs);
         write_jobs_attribute(temporary, host_copy.get(), host_jobs, host_where);
         all_jobs.insert(host_jobs.begin(), host_jobs.end());
       }
@@ -956,8 +989,10 @@ struct Hdf5Output::Impl {
     const std::time_t now = std::time(nullptr);
     write_text_attribute(path, created.get(), "format", "fructosa lmaster HDF5 output", "/");
     Handle scalar = check(path, H5Screate(H5S_SCALAR), H5Sclose, "cannot make a dataspace");
-    write_attribute(path, created.get(), "format_version", H5T_NATIVE_INT, scalar.get(),
-                    &kFormatVersion, "/");
+    const int version = per_sensor ? kPerSensorFormatVersion : kPerHostFormatVersion;
+    write_attribute(path, created.get(), "format_version", H5T_NATIVE_INT, scalar.get(), &version,
+                    "/");
+    write_text_attribute(path, created.get(), "layout", per_sensor ? "per_sensor" : "per_host", "/");
     write_text_attribute(path, created.get(), "writer", "lmaster " FRUCTOSA_VERSION, "/");
     write_text_attribute(path, created.get(), "created", utc_stamp(now, "%Y-%m-%dT%H:%M:%SZ"), "/");
     check(path, H5Fstart_swmr_write(created.get()), "cannot start SWMR writing");
@@ -1004,7 +1039,8 @@ struct Hdf5Output::Impl {
       if (at_start) throw;
       spdlog::error("{}", failure.what());
     }
-    spdlog::info("hdf5: writing {} ({} points to it)", path, link_path);
+    spdlog::info("hdf5: writing {} ({} points to it; layout {})", path, link_path,
+                 per_sensor ? "per_sensor" : "per_host");
     if (compress_previous) compact_and_log(previous);
   }
 
@@ -1180,11 +1216,14 @@ struct Hdf5Output::Impl {
   void open_table(Table& table) {
     const std::string where = table.where();
     if (!table.group) {
-      HostGroup& host = hosts[table.host];
-      open_host(table.host, host);
-      table.group =
-          check(file_path, H5Gopen2(host.group.get(), table.sensor_link.c_str(), H5P_DEFAULT),
-                H5Gclose, "cannot open group " + where);
+      hid_t parent = file.get();
+      if (!table.per_sensor) {
+        HostGroup& host = hosts[table.host];
+        open_host(table.host, host);
+        parent = host.group.get();
+      }
+      table.group = check(file_path, H5Gopen2(parent, table.sensor_link.c_str(), H5P_DEFAULT),
+                          H5Gclose, "cannot open group " + where);
     }
     if (!table.time)
       table.time = check(file_path, H5Dopen2(table.group.get(), kTime, H5P_DEFAULT), H5Dclose,
@@ -1192,6 +1231,9 @@ struct Hdf5Output::Impl {
     if (!table.job)
       table.job = check(file_path, H5Dopen2(table.group.get(), kJob, H5P_DEFAULT), H5Dclose,
                         "cannot open " + where + "/job");
+    if (table.host_column.in_file && !table.host_column.dataset)
+      table.host_column.dataset = check(file_path, H5Dopen2(table.group.get(), kHost, H5P_DEFAULT),
+                                        H5Dclose, "cannot open " + where + "/host");
     for (auto& column : table.columns)
       if (column.in_file && !column.dataset)
         column.dataset =
@@ -1219,16 +1261,21 @@ struct Hdf5Output::Impl {
   void create_objects(Table& table) {
     const std::string where = table.where();
     if (!table.in_file) {
-      HostGroup& host = hosts[table.host];
-      if (!host.in_file) {
-        host.group = open_or_create_group(file.get(), table.host_link, "/" + table.host_link);
-        write_text_attribute(file_path, host.group.get(), "host", table.host,
-                             "/" + table.host_link);
-        host.in_file = true;
+      hid_t parent = file.get();
+      if (!table.per_sensor) {
+        HostGroup& host = hosts[table.host];
+        if (!host.in_file) {
+          host.group = open_or_create_group(file.get(), table.host_link, "/" + table.host_link);
+          write_text_attribute(file_path, host.group.get(), "host", table.host,
+                               "/" + table.host_link);
+          host.in_file = true;
+        }
+        open_host(table.host, host);
+        parent = host.group.get();
       }
-      open_host(table.host, host);
-      table.group = open_or_create_group(host.group.get(), table.sensor_link, where);
-      write_text_attribute(file_path, table.group.get(), "host", table.host, where);
+      table.group = open_or_create_group(parent, table.sensor_link, where);
+      if (!table.per_sensor)
+        write_text_attribute(file_path, table.group.get(), "host", table.host, where);
       write_text_attribute(file_path, table.group.get(), "sensor", table.sensor, where);
       const std::int64_t zero = 0;
       table.time = create_dataset(table.group.get(), kTime, H5T_STD_I64LE, H5T_NATIVE_INT64, &zero,
@@ -1242,6 +1289,12 @@ struct Hdf5Output::Impl {
       table.in_file = true;
     }
     open_table(table);
+    if (table.per_sensor) {
+      LabelColumn& host = table.host_column;
+      const std::size_t longest = host.longest_buffered();
+      if (!host.in_file || longest > host.width)
+        create_label(table, host, label_width(longest), table.group.get(), where + "/host");
+    }
     for (auto& column : table.columns) {
       if (column.in_file || !column.has_value) continue;
       const std::string column_where = where + "/" + column.link;
@@ -1259,24 +1312,30 @@ struct Hdf5Output::Impl {
       if (!label.has_value) continue;
       const std::size_t longest = label.longest_buffered();
       if (label.in_file && longest <= label.width) continue;
-      std::size_t width = kMinLabelWidth;
-      while (width < longest) width *= 2;
       if (!table.label_group)
         table.label_group = open_or_create_group(table.group.get(), kLabels, where + "/labels");
-      create_label(table, label, width);
+      create_label(table, label, label_width(longest), table.label_group.get(),
+                   where + "/labels/" + label.link);
     }
   }
 
-  // A label dataset `width` bytes wide; a narrower one that exists is copied into it (rare: a
-  // label value longer than any before it).
-  void create_label(Table& table, LabelColumn& label, std::size_t width) {
-    const std::string where = table.where() + "/labels/" + label.link;
+  static std::size_t label_width(std::size_t longest) {
+    std::size_t width = kMinLabelWidth;
+    while (width < longest) width *= 2;
+    return width;
+  }
+
+  // A label dataset `width` bytes wide in `parent` (the labels group; the table's group for the
+  // host column); a narrower one that exists is copied into it (rare: a label value longer than
+  // any before it).
+  void create_label(Table& table, LabelColumn& label, std::size_t width, hid_t parent,
+                    const std::string& where) {
     Handle type = text_type(width);
     if (!type) fail(file_path, "cannot make a string type for " + where);
     const std::string new_link = label.in_file ? label.link + "%7E" : label.link;
     // No fill value: unwritten rows read as zero bytes, that is "".
-    Handle dataset = create_dataset(table.label_group.get(), new_link, type.get(), type.get(),
-                                    nullptr, label_chunk_rows(width), where);
+    Handle dataset = create_dataset(parent, new_link, type.get(), type.get(), nullptr,
+                                    label_chunk_rows(width), where);
     write_text_attribute(file_path, dataset.get(), "key", label.key, where);
     if (table.rows > 0) {
       std::vector<char> rows(table.rows * width, '\0');
@@ -1288,16 +1347,16 @@ struct Hdf5Output::Impl {
     }
     if (label.in_file) {
       label.dataset.reset();
-      check(file_path, H5Ldelete(table.label_group.get(), label.link.c_str(), H5P_DEFAULT),
+      check(file_path, H5Ldelete(parent, label.link.c_str(), H5P_DEFAULT),
             "cannot replace " + where);
       dataset.reset();
       Handle link_properties = link_creation_properties(file_path);
       check(file_path,
-            H5Lmove(table.label_group.get(), new_link.c_str(), table.label_group.get(),
-                    label.link.c_str(), link_properties.get(), H5P_DEFAULT),
+            H5Lmove(parent, new_link.c_str(), parent, label.link.c_str(), link_properties.get(),
+                    H5P_DEFAULT),
             "cannot replace " + where);
-      dataset = check(file_path, H5Dopen2(table.label_group.get(), label.link.c_str(), H5P_DEFAULT),
-                      H5Dclose, "cannot open " + where);
+      dataset = check(file_path, H5Dopen2(parent, label.link.c_str(), H5P_DEFAULT), H5Dclose,
+                      "cannot open " + where);
     }
     label.dataset = std::move(dataset);
     label.width = width;
@@ -1311,7 +1370,8 @@ struct Hdf5Output::Impl {
     for (const auto& label : table.labels)
       if (label.has_value && (!label.in_file || label.longest_buffered() > label.width))
         return true;
-    return false;
+    const LabelColumn& host = table.host_column;
+    return table.per_sensor && (!host.in_file || host.longest_buffered() > host.width);
   }
 
   // --- writing ---------------------------------------------------------------------------------
@@ -1332,17 +1392,20 @@ struct Hdf5Output::Impl {
       append(file_path, column.dataset.get(), H5T_NATIVE_DOUBLE, column.buffer.data(), start, count,
              where + "/" + column.link);
     }
-    for (auto& label : table.labels) {
-      if (!label.in_file) continue;
-      std::vector<char> rows(count * label.width, '\0');
-      for (hsize_t row = 0; row < count && row < label.buffer.size(); ++row)
-        std::memcpy(rows.data() + row * label.width, label.buffer[row].data(),
-                    label.buffer[row].size());
-      Handle type = text_type(label.width);
-      if (!type) fail(file_path, "cannot make a string type");
-      append(file_path, label.dataset.get(), type.get(), rows.data(), start, count,
-             where + "/labels/" + label.link);
-    }
+    if (table.per_sensor) write_label(table.host_column, start, count, where + "/host");
+    for (auto& label : table.labels)
+      if (label.in_file) write_label(label, start, count, where + "/labels/" + label.link);
+  }
+
+  void write_label(const LabelColumn& label, hsize_t start, hsize_t count,
+                   const std::string& where) {
+    std::vector<char> rows(count * label.width, '\0');
+    for (hsize_t row = 0; row < count && row < label.buffer.size(); ++row)
+      std::memcpy(rows.data() + row * label.width, label.buffer[row].data(),
+                  label.buffer[row].size());
+    Handle type = text_type(label.width);
+    if (!type) fail(file_path, "cannot make a string type");
+    append(file_path, label.dataset.get(), type.get(), rows.data(), start, count, where);
   }
 
   // A write that fails for want of space leaves HDF5 1.10.8 unable to flush the file ever again:
@@ -1353,6 +1416,9 @@ struct Hdf5Output::Impl {
     std::uintmax_t needed = 1 << 20;  // metadata, and a margin
     for (const Table* table : pending) {
       std::uintmax_t row_bytes = 2 * sizeof(std::int64_t);
+      if (table->per_sensor)
+        row_bytes += std::max<std::size_t>(
+            {table->host_column.width, table->host_column.longest_buffered(), kMinLabelWidth});
       for (const auto& column : table->columns)
         if (column.in_file || column.has_value) row_bytes += sizeof(double);
       for (const auto& label : table->labels)
@@ -1468,8 +1534,10 @@ struct Hdf5Output::Impl {
     for (Table* table : committed) {
       table->rows += table->pending();
       table->jobs.insert(table->job_buffer.begin(), table->job_buffer.end());
-      HostGroup& host = hosts[table->host];
-      host.jobs.insert(table->job_buffer.begin(), table->job_buffer.end());
+      if (!table->per_sensor) {
+        HostGroup& host = hosts[table->host];
+        host.jobs.insert(table->job_buffer.begin(), table->job_buffer.end());
+      }
       file_jobs.insert(table->job_buffer.begin(), table->job_buffer.end());
       points += table->buffered_points;
       buffered_points -= table->buffered_points;
@@ -1525,24 +1593,33 @@ struct Hdf5Output::Impl {
                           {});
       }
     }
+    const std::string no_host;
     for (const auto& sample : samples) {
-      auto host = tables.find(sample.host);
+      const std::string& table_host = per_sensor ? no_host : sample.host;
+      auto host = tables.find(table_host);
       if (host == tables.end())
-        host = tables.emplace(sample.host, std::map<std::string, Table, std::less<>>{}).first;
+        host = tables.emplace(table_host, std::map<std::string, Table, std::less<>>{}).first;
       auto found = host->second.find(sample.sensor);
       if (found == host->second.end()) {
         found = host->second.emplace(sample.sensor, Table{}).first;
         Table& added = found->second;
-        added.host = sample.host;
+        added.host = table_host;
         added.sensor = sample.sensor;
-        added.host_link = hdf5_link_name(sample.host);
+        added.host_link = hdf5_link_name(table_host);
         added.sensor_link = hdf5_link_name(sample.sensor);
+        added.per_sensor = per_sensor;
+        added.host_column.key = kHost;
+        added.host_column.link = kHost;
       }
       Table& table = found->second;
       if (!stored_before_crash.empty() && already_stored(table, sample)) continue;
       const std::size_t row = table.time_buffer.size();
       table.time_buffer.push_back(sample.time_ns);
       table.job_buffer.push_back(sample.job);
+      if (per_sensor) {
+        table.host_column.buffer.push_back(sample.host);
+        table.host_column.has_value = true;
+      }
       for (const auto& metric : sample.metrics) {
         Column& column = table.column(metric.key);
         if (column.buffer.size() <= row) column.buffer.resize(row + 1, kNaN);
@@ -1561,7 +1638,7 @@ struct Hdf5Output::Impl {
   }
 
   bool already_stored(const Table& table, const Sample& sample) {
-    auto mark = stored_before_crash.find({table.host_link, table.sensor_link, sample.job});
+    auto mark = stored_before_crash.find({hdf5_link_name(sample.host), table.sensor_link, sample.job});
     if (mark == stored_before_crash.end()) return false;
     if (sample.time_ns > mark->second) {
       stored_before_crash.erase(mark);
@@ -1574,42 +1651,74 @@ struct Hdf5Output::Impl {
     return true;
   }
 
-  // The newest row time per job of every table in `path` (its last rows only: a replay after a
-  // crash covers seconds).
+  // The newest row time per host and job of every table in `path` (its last rows only: a replay
+  // after a crash covers seconds). Either layout: a group at the root with a `time` dataset is a
+  // per_sensor table, any other group a host's.
   void remember_stored_rows(const std::string& path) {
-    constexpr hsize_t kTailRows = 1 << 16;
     try {
       Handle access = file_access_properties(path);
       Handle file = check(path, H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()), H5Fclose,
                           "cannot open it");
-      for (const auto& host_link : hard_links(path, file.get(), "/")) {
-        Handle host = check(path, H5Oopen(file.get(), host_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + host_link);
-        if (H5Iget_type(host.get()) != H5I_GROUP) continue;
-        for (const auto& sensor_link : hard_links(path, host.get(), "/" + host_link)) {
-          const std::string where = "/" + host_link + "/" + sensor_link;
-          Handle table = check(path, H5Oopen(host.get(), sensor_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + where);
-          if (H5Iget_type(table.get()) != H5I_GROUP || H5Lexists(table.get(), kTime, H5P_DEFAULT) <= 0 ||
-              H5Lexists(table.get(), kJob, H5P_DEFAULT) <= 0)
-            continue;
-          Handle time = check(path, H5Dopen2(table.get(), kTime, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/time");
-          Handle job = check(path, H5Dopen2(table.get(), kJob, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/job");
-          const hsize_t rows = std::min(dataset_rows(path, time.get(), where + "/time"),
-                                        dataset_rows(path, job.get(), where + "/job"));
-          const hsize_t start = rows > kTailRows ? rows - kTailRows : 0;
-          std::vector<std::int64_t> times(rows - start);
-          std::vector<std::uint64_t> jobs(rows - start);
-          read_rows(path, time.get(), H5T_NATIVE_INT64, start, rows - start, times.data(), where + "/time");
-          read_rows(path, job.get(), H5T_NATIVE_UINT64, start, rows - start, jobs.data(), where + "/job");
-          for (std::size_t i = 0; i < times.size(); ++i) {
-            if (times[i] == 0) continue;  // grown, never written
-            auto& mark = stored_before_crash[{host_link, sensor_link, jobs[i]}];
-            mark = std::max(mark, times[i]);
-          }
+      for (const auto& top_link : hard_links(path, file.get(), "/")) {
+        Handle top = check(path, H5Oopen(file.get(), top_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + top_link);
+        if (H5Iget_type(top.get()) != H5I_GROUP) continue;
+        if (H5Lexists(top.get(), kTime, H5P_DEFAULT) > 0) {
+          remember_table_rows(path, top.get(), "/" + top_link, "", top_link);
+          continue;
+        }
+        for (const auto& sensor_link : hard_links(path, top.get(), "/" + top_link)) {
+          const std::string where = "/" + top_link + "/" + sensor_link;
+          Handle table = check(path, H5Oopen(top.get(), sensor_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + where);
+          if (H5Iget_type(table.get()) == H5I_GROUP) remember_table_rows(path, table.get(), where, top_link, sensor_link);
         }
       }
     } catch (const std::exception& failure) {
       spdlog::warn("hdf5: cannot read the last rows of {} ({}): samples sent again after the crash may be "
                    "stored twice", path, failure.what());
+    }
+  }
+
+  // One table's marks; `host_link` "" for a per_sensor table, whose rows name their host.
+  void remember_table_rows(const std::string& path, hid_t table, const std::string& where,
+                           const std::string& host_link, const std::string& sensor_link) {
+    constexpr hsize_t kTailRows = 1 << 16;
+    const bool host_column = host_link.empty();
+    if (H5Lexists(table, kTime, H5P_DEFAULT) <= 0 || H5Lexists(table, kJob, H5P_DEFAULT) <= 0 ||
+        (host_column && H5Lexists(table, kHost, H5P_DEFAULT) <= 0))
+      return;
+    Handle time = check(path, H5Dopen2(table, kTime, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/time");
+    Handle job = check(path, H5Dopen2(table, kJob, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/job");
+    Handle host;
+    hsize_t rows = std::min(dataset_rows(path, time.get(), where + "/time"),
+                            dataset_rows(path, job.get(), where + "/job"));
+    if (host_column) {
+      host = check(path, H5Dopen2(table, kHost, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/host");
+      rows = std::min(rows, dataset_rows(path, host.get(), where + "/host"));
+    }
+    const hsize_t start = rows > kTailRows ? rows - kTailRows : 0;
+    std::vector<std::int64_t> times(rows - start);
+    std::vector<std::uint64_t> jobs(rows - start);
+    read_rows(path, time.get(), H5T_NATIVE_INT64, start, rows - start, times.data(), where + "/time");
+    read_rows(path, job.get(), H5T_NATIVE_UINT64, start, rows - start, jobs.data(), where + "/job");
+    std::vector<char> hosts;
+    std::size_t width = 0;
+    if (host_column) {
+      Handle type = check(path, H5Dget_type(host.get()), H5Tclose, "cannot read " + where + "/host");
+      width = H5Tget_size(type.get());
+      if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0 || width == 0)
+        fail(path, where + "/host is not a fixed-length string");
+      hosts.resize((rows - start) * width);
+      read_rows(path, host.get(), type.get(), start, rows - start, hosts.data(), where + "/host");
+    }
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      if (times[i] == 0) continue;  // grown, never written
+      std::string row_host_link = host_link;
+      if (host_column) {
+        const char* text = hosts.data() + i * width;
+        row_host_link = hdf5_link_name(std::string(text, strnlen(text, width)));
+      }
+      auto& mark = stored_before_crash[{row_host_link, sensor_link, jobs[i]}];
+      mark = std::max(mark, times[i]);
     }
   }
 

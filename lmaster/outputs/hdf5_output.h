@@ -1,21 +1,24 @@
-// The HDF5 output: one appendable, compressed, self-describing table per host and sensor, in
-// timestamped files that h5py can read while lmaster writes them (HDF5 1.10 SWMR).
+// The HDF5 output: appendable, compressed, self-describing tables, one per sensor (or per host and
+// sensor), in timestamped files that h5py can read while lmaster writes them (HDF5 1.10 SWMR).
 //
 // Files (docs/hdf5.md): `path` (e.g. data/fructosa.h5) is a symbolic link to the file being
 // written, <stem>-<UTC start YYYYmmddTHHMMSSZ>[-N].h5 in the same directory. A new file starts at
 // every start of lmaster, at reopen() (SIGHUP, `lmaster reload`) and when rotate_size or
 // rotate_age is exceeded. Files that a killed lmaster left open are repaired at start.
 //
-// Layout (readable with h5py and h5dump):
-//   /                           attributes format, format_version, writer, created, jobs
-//   /<host>                     group, attributes host (the real name) and jobs
-//   /<host>/<sensor>            group, attributes host, sensor and jobs (sorted job ids)
+// Layout (readable with h5py and h5dump), `layout = per_sensor` (format_version 2):
+//   /                           attributes format, format_version, layout, writer, created, jobs
+//   /<sensor>                   group, attributes sensor and jobs (sorted job ids)
 //     time                      int64, ns since the epoch (attribute unit = "ns since epoch")
+//     host                      fixed-length UTF-8 string: the host of the row
 //     job                       uint64, 0 = the node itself
 //     <key>                     float64 per metric key, NaN where a row has no value; attributes
 //                               key (the real key), unit, kind, description
 //     labels/<key>              fixed-length UTF-8 string per row ("" where a row has none): the
 //                               text details of a sample (device, fstype, address...)
+// `layout = per_host` (format_version 1): /<host>/<sensor> groups (attributes host, sensor, jobs;
+// /<host> has host and jobs) with the same datasets but `host`. A flush costs a few HDF5 calls per
+// dataset: per_sensor's cost does not grow with the hosts.
 // All datasets are 1-D, chunked, unlimited. While a file is written they are uncompressed (safe
 // for SWMR readers); when it is closed it is rewritten with gzip + shuffle (complevel > 0).
 // `time` is written last at every flush: a reader takes len(time) rows of every dataset (others

@@ -11,7 +11,9 @@ PATH is a file or the configured `path` (a symbolic link to the file being writt
 --series   read every file of PATH's series (<stem>-<UTC time>[-N].h5 next to PATH), oldest
            first, and print {"<file name>": <file>, ...}.
 
-Output for one file: {"<host>": {"<sensor>": {"time": [ns, ...], "job": [...],
+Output for one file, either layout (per_host: /<host>/<sensor>; per_sensor: /<sensor> with a
+`host` column, split here by host):
+        {"<host>": {"<sensor>": {"time": [ns, ...], "job": [...],
           "jobs": [job ids from the attribute],
           "columns": {"<key>": {"values": [float or null for NaN, ...],
                                 "unit": "...", "kind": "...", "description": "..."}},
@@ -28,6 +30,7 @@ import sys
 import time
 
 import h5py
+import numpy
 
 
 def text(value):
@@ -52,31 +55,58 @@ def rows_of(dataset, count, swmr):
     return dataset[:count]
 
 
-def read_table(group, swmr=False):
-    """One /<host>/<sensor> group; `time` first, then len(time) rows of everything else."""
+def is_per_sensor_table(group):
+    """A per_sensor layout table: its rows name their host in a `host` dataset."""
+    return isinstance(group.get("host"), h5py.Dataset)
+
+
+def read_table(group, swmr=False, host=None):
+    """One table group; `time` first, then len(time) rows of everything else. A per_sensor
+    table gives the rows of `host` only (all rows when host is None)."""
     time_dataset = group["time"]
     if swmr:
         time_dataset.refresh()
     count = time_dataset.shape[0]
-    table = {"time": [int(t) for t in time_dataset[:count]],
-             "job": [int(j) for j in rows_of(group["job"], count, swmr)] if "job" in group else [],
+    rows = range(count)
+    if host is not None and is_per_sensor_table(group):
+        hosts = [text(h) for h in rows_of(group["host"], count, swmr)]
+        rows = [i for i, h in enumerate(hosts) if h == host]
+
+    def pick(values):
+        values = list(values)
+        return [values[i] for i in rows]
+
+    table = {"time": pick(int(t) for t in time_dataset[:count]),
+             "job": pick(int(j) for j in rows_of(group["job"], count, swmr)) if "job" in group else [],
              "jobs": jobs_attribute(group),
              "columns": {}, "labels": {}}
+    if is_per_sensor_table(group):
+        present = set(table["job"])
+        table["jobs"] = [j for j in table["jobs"] if j in present]
     for link, dataset in group.items():
-        if link in ("time", "job") or not isinstance(dataset, h5py.Dataset):
+        if link in ("time", "job", "host") or not isinstance(dataset, h5py.Dataset):
             continue
         key = attribute(dataset, "key", link)
         table["columns"][key] = {
-            "values": [None if math.isnan(v) else float(v) for v in rows_of(dataset, count, swmr)],
+            "values": pick(None if math.isnan(v) else float(v) for v in rows_of(dataset, count, swmr)),
             "unit": attribute(dataset, "unit"),
             "kind": attribute(dataset, "kind"),
             "description": attribute(dataset, "description"),
         }
     if isinstance(group.get("labels"), h5py.Group):
         for link, dataset in group["labels"].items():
-            table["labels"][attribute(dataset, "key", link)] = [
-                text(v) for v in rows_of(dataset, count, swmr)]
+            table["labels"][attribute(dataset, "key", link)] = pick(
+                text(v) for v in rows_of(dataset, count, swmr))
     return table
+
+
+def table_hosts(group, swmr=False):
+    """The hosts with rows in a per_sensor table, in order of first appearance."""
+    time_dataset = group["time"]
+    if swmr:
+        time_dataset.refresh()
+    hosts = [text(h) for h in rows_of(group["host"], time_dataset.shape[0], swmr)]
+    return list(dict.fromkeys(hosts))
 
 
 def open_file(path, swmr=False, timeout=10.0):
@@ -99,6 +129,11 @@ def read_open_file(f, swmr=False):
     for host_link, host_group in f.items():
         if not isinstance(host_group, h5py.Group):
             continue
+        if "time" in host_group:  # a per_sensor table
+            sensor = attribute(host_group, "sensor", host_link)
+            for host in table_hosts(host_group, swmr):
+                result.setdefault(host, {})[sensor] = read_table(host_group, swmr, host)
+            continue
         for sensor_link, group in host_group.items():
             if not isinstance(group, h5py.Group) or "time" not in group:
                 continue
@@ -106,6 +141,58 @@ def read_open_file(f, swmr=False):
             sensor = attribute(group, "sensor", sensor_link)
             result.setdefault(host, {})[sensor] = read_table(group, swmr)
     return result
+
+
+class Column(numpy.ndarray):
+    """One host's rows of a dataset, with the dataset's attributes (`attrs`)."""
+
+
+class HostTable:
+    """A host's rows of a per_sensor table, read like a per_host table group (h5py.Group):
+    `keys()`, `table[link]` (a Column: `[:]`, `[-1]`, `.attrs`) and `attrs`."""
+
+    def __init__(self, group, host):
+        rows = numpy.nonzero(group["host"][:] == host.encode())[0]
+        self.attrs = dict(group.attrs)
+        self.attrs["host"] = host
+        self._columns = {}
+        for link, dataset in group.items():
+            if isinstance(dataset, h5py.Dataset) and link != "host":
+                column = numpy.asarray(dataset[:])[rows].view(Column)
+                column.attrs = dict(dataset.attrs)
+                self._columns[link] = column
+
+    def keys(self):
+        return self._columns.keys()
+
+    def __contains__(self, link):
+        return link in self._columns
+
+    def __getitem__(self, link):
+        return self._columns[link]
+
+
+def hosts(f):
+    """The hosts in an open closed file, either layout."""
+    found = []
+    for link, group in f.items():
+        if not isinstance(group, h5py.Group):
+            continue
+        if is_per_sensor_table(group):
+            found.extend(text(h) for h in group["host"][:])
+        else:
+            found.append(attribute(group, "host", link))
+    return list(dict.fromkeys(found))
+
+
+def host_tables(f, host):
+    """{sensor link: table} of `host` in an open closed file, either layout: h5py groups
+    (per_host) or HostTables (per_sensor), read alike."""
+    if not any(is_per_sensor_table(g) for g in f.values() if isinstance(g, h5py.Group)):
+        return f[host]
+    return {link: HostTable(group, host) for link, group in f.items()
+            if isinstance(group, h5py.Group) and is_per_sensor_table(group)
+            and host.encode() in set(group["host"][:])}
 
 
 def read_file(path, swmr=False):

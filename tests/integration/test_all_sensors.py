@@ -4,6 +4,8 @@ import unittest
 
 import h5py
 
+import read_hdf5
+
 from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT
 
 # FrUCToSA's sample configuration: its keys, every psutil sensor with only time_interval.
@@ -39,8 +41,9 @@ class AllSensorsTest(FructosaTestCase):
         names = [name for name, _ in unavailable]
         self.assertEqual(len(names), len(set(names)), f"each unavailable sensor is reported once: {unavailable}")
         with h5py.File(self.path("data.h5"), "r") as f:
-            stored = set(f["testnode"].keys())
-            health = f["testnode/lagent"]
+            node = read_hdf5.host_tables(f, "testnode")
+            stored = set(node.keys())
+            health = node["lagent"]
             for sensor in FRUCTOSA_SENSORS:
                 if sensor in names:
                     self.assertNotIn(sensor, stored, f"{sensor} was unavailable yet stored data")
@@ -48,7 +51,7 @@ class AllSensorsTest(FructosaTestCase):
                 else:
                     self.assertIn(sensor, stored, f"{sensor}: neither data nor an 'unavailable' line")
                     self.assertEqual(health[f"{sensor}.success"][-1], 1.0, sensor)
-                    self.assertGreaterEqual(len(f[f"testnode/{sensor}/time"]), 3, sensor)
+                    self.assertGreaterEqual(len(node[sensor]["time"]), 3, sensor)
 
     def wait_for_health(self, agent, reads):
         """Waits until lagent's own health sample says every sensor was read `reads` times."""

@@ -1,5 +1,6 @@
 """lmaster's HDF5 output with real processes: h5py reading while lmaster writes (SWMR), new
-timestamped files on `lmaster reload` and SIGHUP, and kill -9 with h5py and h5dump afterwards."""
+timestamped files on `lmaster reload` and SIGHUP, and kill -9 with h5py and h5dump afterwards;
+each in both layouts (per_host, per_sensor)."""
 import os
 import re
 import signal
@@ -15,7 +16,7 @@ INTERVAL_NS = 200_000_000
 # DiskPartitions brings labels; chunk = 16 gives every table several chunks while the readers
 # read (and compressed chunks when a file is closed).
 SENSORS = ["VirtualMemory", "CPUPercent", "DiskPartitions"]
-HDF5_KEYS = "chunk = 16\n"
+HDF5_KEYS = "chunk = 16\nlayout = {layout}\n"
 
 
 def h5dump_lengths(path):
@@ -50,6 +51,15 @@ def h5dump_integers(path, dataset):
 
 
 class Hdf5Test(FructosaTestCase):
+    LAYOUT = "per_host"
+
+    def hdf5_keys(self):
+        return HDF5_KEYS.format(layout=self.LAYOUT)
+
+    def table_path(self, sensor):
+        """The table of testnode's `sensor` in this layout."""
+        return f"testnode/{sensor}" if self.LAYOUT == "per_host" else sensor
+
     def start_agent(self, port):
         config = self.agent_config(port, SENSORS)
         return self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config),
@@ -91,7 +101,8 @@ class Hdf5Test(FructosaTestCase):
             self.check_table(table, sensor, "fresh reader")
         if kept is not None:
             try:
-                table = read_hdf5.read_table(kept["testnode/VirtualMemory"], swmr=True)
+                table = read_hdf5.read_table(kept[self.table_path("VirtualMemory")], swmr=True,
+                                             host="testnode")
                 self.check_table(table, "VirtualMemory", "kept-open reader")
                 stats["kept_rows"] = max(stats["kept_rows"], len(table["time"]))
             except (OSError, KeyError) as error:
@@ -100,7 +111,7 @@ class Hdf5Test(FructosaTestCase):
         return {sensor: len(node.get(sensor, {}).get("time", [])) for sensor in SENSORS}
 
     def test_readers_see_rows_while_lmaster_writes_and_reload_starts_new_files(self):
-        master, port = self.start_master(HDF5_KEYS + "[stdout]\n")
+        master, port = self.start_master(self.hdf5_keys() + "[stdout]\n")
         agent = self.start_agent(port)
         link = self.path("data.h5")
         first = os.path.realpath(link)
@@ -148,8 +159,9 @@ class Hdf5Test(FructosaTestCase):
         # Closed files are plain HDF5, compressed: h5py without SWMR and h5dump read them.
         contents = [read_hdf5.read_file(path) for path in files]
         with h5py.File(files[0], "r") as f:
-            self.assertEqual(f["testnode/VirtualMemory/total"].compression, "gzip")
-            self.assertTrue(f["testnode/VirtualMemory/total"].shuffle)
+            total = f[self.table_path("VirtualMemory") + "/total"]
+            self.assertEqual(total.compression, "gzip")
+            self.assertTrue(total.shuffle)
         for path in files:
             self.assertIsNotNone(h5dump_lengths(path), path)
         printed = stdout_counts(read_text(self.path("lmaster.out")))
@@ -169,11 +181,15 @@ class Hdf5Test(FructosaTestCase):
         self.assertEqual(contents[0]["testnode"]["VirtualMemory"]["jobs"], [0])
         with h5py.File(files[0], "r") as f:
             self.assertEqual(list(f.attrs["jobs"]), [0])
-            self.assertEqual(f["testnode"].attrs["host"], "testnode")
+            if self.LAYOUT == "per_host":
+                self.assertEqual(f["testnode"].attrs["host"], "testnode")
+            else:
+                self.assertEqual(set(f[self.table_path("VirtualMemory") + "/host"][:]), {b"testnode"})
             self.assertEqual(f.attrs["format"], "fructosa lmaster HDF5 output")
+            self.assertEqual(f.attrs["layout"], self.LAYOUT)
 
     def test_kill_9_keeps_every_flushed_row_and_the_next_start_repairs_the_file(self):
-        master, port = self.start_master(HDF5_KEYS)
+        master, port = self.start_master(self.hdf5_keys())
         agent = self.start_agent(port)
         link = self.path("data.h5")
         killed = os.path.realpath(link)
@@ -211,7 +227,7 @@ class Hdf5Test(FructosaTestCase):
             h5py.File(killed, "r")
 
         # The next start repairs it (and writes a new file).
-        config = self.write("lmaster2.conf", self.master_config())
+        config = self.write("lmaster2.conf", self.master_config(self.hdf5_keys()))
         second = self.spawn("lmaster2", [LMASTER, "run", "-c", config, "-p", self.path("lmaster2.pid")])
         wait_for(lambda: self.listening_port(self.path("lmaster2.err")) or self.exited(second),
                  what="the second lmaster to listen")
@@ -225,14 +241,19 @@ class Hdf5Test(FructosaTestCase):
         repaired = read_hdf5.read_file(killed)["testnode"]  # h5py without SWMR
         for sensor in SENSORS:
             table_lengths = {path: n for path, n in lengths.items()
-                             if path.startswith(f"/testnode/{sensor}/")}
+                             if path.startswith(f"/{self.table_path(sensor)}/")}
             self.assertEqual(set(table_lengths.values()), {len(after[sensor]["time"])},
                              f"{sensor}: every dataset of the table as long as its time: {table_lengths}")
-            self.assertEqual(h5dump_integers(killed, f"/testnode/{sensor}/time"), after[sensor]["time"])
+            self.assertEqual(h5dump_integers(killed, f"/{self.table_path(sensor)}/time"), after[sensor]["time"])
             self.assertEqual(repaired[sensor]["time"], after[sensor]["time"])
             self.assertEqual(repaired[sensor]["columns"], after[sensor]["columns"])
             self.assertEqual(repaired[sensor]["labels"], after[sensor]["labels"])
             self.assertEqual(repaired[sensor]["jobs"], [0])
+
+
+class Hdf5PerSensorTest(Hdf5Test):
+    """The same with layout = per_sensor: a table per sensor, the host a column."""
+    LAYOUT = "per_sensor"
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ import unittest
 
 import h5py
 
+import read_hdf5
+
 from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST
 from pickle_sink import PickleSink
 
@@ -96,7 +98,7 @@ class LmasterOutputsTest(FructosaTestCase):
         self.assertEqual(self.stop(master), 0, read_text(self.path("lmaster.err")))
 
         with h5py.File(self.path("data.h5"), "r") as f:
-            table = f[f"{MASTER_HOST}/lmaster"]
+            table = read_hdf5.host_tables(f, MASTER_HOST)["lmaster"]
             self.assertEqual(table["received"].attrs["kind"], "counter")
             self.assertEqual(table["received"].attrs["unit"], "count")
             self.assertEqual(table["journal.bytes"].attrs["unit"], "bytes")

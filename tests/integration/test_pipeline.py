@@ -4,6 +4,8 @@ import os
 import unittest
 
 import h5py
+
+import read_hdf5
 import psutil
 
 import time
@@ -28,8 +30,8 @@ class PipelineTest(FructosaTestCase):
         printed = stdout_counts(read_text(self.path("lmaster.out")))
 
         with h5py.File(self.path("data.h5"), "r") as f:
-            self.assertEqual([h for h in f.keys() if h != MASTER_HOST], ["testnode"])
-            node = f["testnode"]
+            self.assertEqual([h for h in read_hdf5.hosts(f) if h != MASTER_HOST], ["testnode"])
+            node = read_hdf5.host_tables(f, "testnode")
             self.assertEqual(sorted(node.keys()), sorted(SENSORS + ["lagent"]))
             for sensor in SENSORS:
                 table = node[sensor]
@@ -104,7 +106,7 @@ class PipelineTest(FructosaTestCase):
         self.assertEqual(self.stop(agent), 0)
         self.assertEqual(self.stop(master), 0)
         with h5py.File(self.path("data.h5"), "r") as f:
-            times = f["testnode/VirtualMemory/time"][:]
+            times = read_hdf5.host_tables(f, "testnode")["VirtualMemory"]["time"][:]
         self.assertLess(times[0], master_up_ns, "readings taken before lmaster was up were delivered")
         steps = [b - a for a, b in zip(times, times[1:])]
         self.assertTrue(all(step > 0 and step % INTERVAL_NS == 0 for step in steps), steps)
@@ -138,8 +140,8 @@ class PipelineTest(FructosaTestCase):
         self.assertEqual(self.stop(master), 0)
         self.assertIn("wirenode WireTest job=0 value=42B", read_text(self.path("lmaster.out")))
         with h5py.File(self.path("data.h5"), "r") as f:
-            self.assertEqual(sorted(h for h in f.keys() if h != MASTER_HOST), ["testnode", "wirenode"])
-            self.assertEqual(list(f["wirenode/WireTest/value"][:]), [42.0])
+            self.assertEqual(sorted(h for h in read_hdf5.hosts(f) if h != MASTER_HOST), ["testnode", "wirenode"])
+            self.assertEqual(list(read_hdf5.host_tables(f, "wirenode")["WireTest"]["value"][:]), [42.0])
 
 
 if __name__ == "__main__":

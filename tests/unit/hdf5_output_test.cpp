@@ -64,7 +64,11 @@ class TempDir : public test::TempDir {
   }
 };
 
+// The tests read tables at /<host>/<sensor> unless they ask for layout=per_sensor.
 Options options_for(const std::string& path, std::vector<std::string> more = {}) {
+  if (std::none_of(more.begin(), more.end(),
+                   [](const std::string& pair) { return pair.starts_with("layout="); }))
+    more.push_back("layout=per_host");
   more.push_back("path=" + path);
   return parse_pairs(Hdf5Output::hdf5_options(), more, "test");
 }
@@ -314,15 +318,19 @@ TEST(Hdf5LinkName, EscapesSlashPercentAndLeadingDot) {
   EXPECT_EQ(hdf5_link_name("time", true), "%74ime");
   EXPECT_EQ(hdf5_link_name("job", true), "%6Aob");
   EXPECT_EQ(hdf5_link_name("jobs", true), "jobs");
+  EXPECT_EQ(hdf5_link_name("host", true), "%68ost");
+  EXPECT_EQ(hdf5_link_name("host"), "host");
 }
 
 TEST(Hdf5Output, OptionsHaveTheDocumentedDefaultsAndLimits) {
-  Options options = options_for("/tmp/unused.h5");
+  Options options = parse_pairs(Hdf5Output::hdf5_options(), {"path=/tmp/unused.h5"}, "test");
   EXPECT_EQ(options.get_int("complevel"), 4);
   EXPECT_EQ(options.get_int("chunk"), 4096);
   EXPECT_DOUBLE_EQ(options.get_real("flush_interval"), 5.0);
   EXPECT_EQ(options.get_int("rotate_size"), 0);
   EXPECT_DOUBLE_EQ(options.get_real("rotate_age"), 3600.0);
+  EXPECT_EQ(options.get_text("layout"), "per_sensor");
+  EXPECT_THROW(options_for("/tmp/x.h5", {"layout=per_job"}), ConfigError);
   EXPECT_THROW(parse_pairs(Hdf5Output::hdf5_options(), {}, "test"), ConfigError);
   EXPECT_THROW(options_for("/tmp/x.h5", {"complevel=10"}), ConfigError);
   EXPECT_THROW(options_for("/tmp/x.h5", {"chunk=8"}), ConfigError);
@@ -1053,6 +1061,25 @@ TEST(Hdf5KilledWriterChild, Write) {
   raise(SIGKILL);
 }
 
+// The per_sensor layout: hosts a (kT0 .. +29) and b (kT0+100 .. +109, job 7 from +105) in one
+// table, flushed every 5 rounds, then killed with one round buffered.
+TEST(Hdf5KilledWriterChild, WritePerSensor) {
+  const char* path = std::getenv("FRUCTOSA_HDF5_KILLED_PER_SENSOR");
+  if (!path) GTEST_SKIP() << "runs as a child of PerSensorLayoutIsRepairedAndNotStoredTwice";
+  MetricInfoStore infos;
+  auto* output = new Hdf5Output(options_for(path, {"chunk=16", "layout=per_sensor"}), infos);
+  for (int i = 0; i < 30; ++i) {
+    std::vector<Sample> round{make_sample("a", "s", kT0 + i, 0, {{"v", i * 1.0}})};
+    if (i < 10) round.push_back(make_sample("b", "s", kT0 + 100 + i, i < 5 ? 0 : 7, {{"v", -i * 1.0}}));
+    output->write(round);
+    if (i % 5 == 4) output->flush();
+  }
+  output->write(std::vector<Sample>{make_sample("a", "s", kT0 + 30, 0, {{"v", 30.0}})});  // never flushed
+  std::printf("KILLED file=%s\n", output->file().c_str());
+  std::fflush(stdout);
+  raise(SIGKILL);
+}
+
 // A table whose last flush was cut short: `v` and `job` hold 5 rows, `time` grew to 4 rows
 // but its 4th value was never written (it reads as the fill value 0).
 TEST(Hdf5KilledWriterChild, HalfFlush) {
@@ -1178,6 +1205,97 @@ TEST(Hdf5Output, AfterACrashRowsAlreadyInTheFileAreNotStoredAgain) {
                                        kT0 + 44, kT0 + 16}));
   EXPECT_EQ(reader.uint64s("/h/s/job"), (std::vector<std::uint64_t>{0, 0, 0, 5, 5, 5, 5, 5, 0}));
   EXPECT_EQ(reader.int64s("/h/other/time"), (std::vector<std::int64_t>{kT0 + 1}));
+}
+
+// layout = per_sensor: one table per sensor at the root, whose `host` column names each row's
+// host; the same rows, columns, labels and attributes as per_host otherwise.
+TEST(Hdf5Output, PerSensorLayoutKeepsOneTablePerSensorWithAHostColumn) {
+  TempDir dir;
+  MetricInfoStore infos;
+  infos.remember("s", "v", {.unit = "bytes", .kind = Kind::gauge, .description = "a value"});
+  const std::string long_host = "a-host-name-longer-than-sixteen-bytes.example.org";
+  std::string file;
+  {
+    Hdf5Output output(options_for(dir.file("metrics.h5"), {"chunk=16", "layout=per_sensor"}),
+                      infos);
+    file = output.file();
+    Sample labelled = make_sample("n/1", "s", kT0 + 1, 3, {{"v", 1.5}, {"host", 9}});
+    labelled.labels = {{"device", "sda"}};
+    output.write(std::vector<Sample>{make_sample("n0", "s", kT0, 0, {{"v", 0.5}}), labelled,
+                                     make_sample("n0", "other", kT0, 0, {{"w", 7}})});
+    output.flush();
+    // A longer host name widens the host column; its rows are kept.
+    output.write(std::vector<Sample>{make_sample(long_host, "s", kT0 + 2, 0, {{"v", 2.5}}),
+                                     make_sample("n0", "s", kT0 + 3, 0, {{"v", 3.5}})});
+    output.flush();
+    output.write(std::vector<Sample>{make_sample("n/1", "s", kT0 + 4, 0, {{"v", 4.5}})});
+  }  // flushed, closed and compressed
+  Reader reader(file);
+  EXPECT_EQ(reader.attribute("/", "layout"), "per_sensor");
+  EXPECT_EQ(reader.members("/"), (std::vector<std::string>{"other", "s"}));
+  EXPECT_EQ(reader.strings("/s/host"),
+            (std::vector<std::string>{"n0", "n/1", long_host, "n0", "n/1"}));
+  EXPECT_EQ(reader.int64s("/s/time"),
+            (std::vector<std::int64_t>{kT0, kT0 + 1, kT0 + 2, kT0 + 3, kT0 + 4}));
+  EXPECT_EQ(reader.uint64s("/s/job"), (std::vector<std::uint64_t>{0, 3, 0, 0, 0}));
+  EXPECT_EQ(reader.doubles("/s/v"), (std::vector<double>{0.5, 1.5, 2.5, 3.5, 4.5}));
+  EXPECT_EQ(reader.attribute("/s/v", "unit"), "bytes");
+  // A metric key named like the host column is escaped, as time and job are.
+  EXPECT_EQ(reader.attribute("/s/%68ost", "key"), "host");
+  const auto hosts_key = reader.doubles("/s/%68ost");
+  ASSERT_EQ(hosts_key.size(), 5u);
+  EXPECT_EQ(hosts_key[1], 9);
+  EXPECT_TRUE(std::isnan(hosts_key[0]));
+  EXPECT_EQ(reader.strings("/s/labels/device"), (std::vector<std::string>{"", "sda", "", "", ""}));
+  EXPECT_EQ(reader.strings("/other/host"), (std::vector<std::string>{"n0"}));
+  EXPECT_EQ(reader.attribute("/s", "sensor"), "s");
+  EXPECT_EQ(reader.jobs("/s"), (std::vector<std::uint64_t>{0, 3}));
+  EXPECT_EQ(reader.jobs("/"), (std::vector<std::uint64_t>{0, 3}));
+}
+
+TEST(Hdf5Output, PerSensorLayoutIsRepairedAndNotStoredTwiceAfterACrash) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.h5");
+  std::string killed_file;
+  {
+    Child writer("Hdf5KilledWriterChild.WritePerSensor", {"FRUCTOSA_HDF5_KILLED_PER_SENSOR=" + path});
+    killed_file = writer.line("KILLED file=");
+    int status = writer.wait();
+    ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  }
+  MetricInfoStore infos;
+  std::string new_file;
+  {
+    // Repairs the killed file, then takes the journal's replay: per host, rows up to what the
+    // file holds are skipped.
+    Hdf5Output output(options_for(path, {"chunk=16", "layout=per_sensor"}), infos);
+    new_file = output.file();
+    std::vector<Sample> replay;
+    for (int i = 27; i < 32; ++i) replay.push_back(make_sample("a", "s", kT0 + i, 0, {{"v", i * 1.0}}));
+    for (int i = 8; i < 12; ++i) replay.push_back(make_sample("b", "s", kT0 + 100 + i, 7, {{"v", -i * 1.0}}));
+    replay.push_back(make_sample("c", "s", kT0 + 1, 0, {{"v", 1.0}}));  // a host it never had
+    output.write(replay);
+  }
+  Reader repaired(killed_file);
+  std::vector<std::string> hosts;
+  std::vector<std::int64_t> times;
+  for (int i = 0; i < 30; ++i) {
+    hosts.push_back("a");
+    times.push_back(kT0 + i);
+    if (i < 10) {
+      hosts.push_back("b");
+      times.push_back(kT0 + 100 + i);
+    }
+  }
+  EXPECT_EQ(repaired.strings("/s/host"), hosts) << "every flushed row, the unflushed one lost";
+  EXPECT_EQ(repaired.int64s("/s/time"), times);
+  EXPECT_EQ(repaired.length("/s/v"), times.size());
+  EXPECT_EQ(repaired.jobs("/s"), (std::vector<std::uint64_t>{0, 7}));
+
+  Reader reader(new_file);
+  EXPECT_EQ(reader.strings("/s/host"), (std::vector<std::string>{"a", "a", "b", "b", "c"}));
+  EXPECT_EQ(reader.int64s("/s/time"),
+            (std::vector<std::int64_t>{kT0 + 30, kT0 + 31, kT0 + 110, kT0 + 111, kT0 + 1}));
 }
 
 }  // namespace
