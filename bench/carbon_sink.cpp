@@ -10,7 +10,8 @@
 // or on SIGTERM/SIGINT, one JSON line: points, points whose path starts with PREFIX ("matched";
 // all points without --match), frames, lines, connections, errors, points/s between the first and
 // the last point, and the latency of the matched points (receive wall time - the point's
-// timestamp) p50/p99/max from a histogram of 100 us buckets. --every prints the same line (with
+// timestamp) p50/p99/max from a histogram of 100 us buckets, for the whole run ("latency_s") and
+// between a line "start" and a line "end" on stdin ("window_latency_s": a measurement window). --every prints the same line (with
 // "final": false) every second. Steady state allocates nothing per point: connection buffers and
 // the pickle machine's stack and memo grow to the largest frame and are reused.
 //
@@ -98,6 +99,13 @@ struct Totals {
   std::uint64_t connections = 0, bad_frames = 0, bad_lines = 0;
   double first_point = 0, last_point = 0;  // wall clock of the reads that brought them
   LatencyHistogram latency;
+  // Between a "start" and an "end" line on stdin: the latency of a measurement window only.
+  bool in_window = false;
+  LatencyHistogram window_latency;
+  void add_latency(double seconds) {
+    latency.add(seconds);
+    if (in_window) window_latency.add(seconds);
+  }
 };
 
 class FrameError : public std::runtime_error {
@@ -296,7 +304,7 @@ class PickleCounter {
     ++totals_.points;
     if (match_.empty() || std::string_view(item.text, item.size).starts_with(match_)) {
       ++totals_.matched;
-      totals_.latency.add(received_ - item.first);
+      totals_.add_latency(received_ - item.first);
     }
   }
 
@@ -394,12 +402,16 @@ class Sink {
             {"first_point_unix", t.first_point},
             {"last_point_unix", t.last_point},
             {"points_per_s", span > 0 ? static_cast<double>(t.points) / span : 0.0},
-            {"latency_s",
-             {{"count", t.latency.count()},
-              {"p50", t.latency.quantile(0.50)},
-              {"p99", t.latency.quantile(0.99)},
-              {"max", t.latency.max()},
-              {"future", t.latency.future()}}}};
+            {"latency_s", latency_json(t.latency)},
+            {"window_latency_s", latency_json(t.window_latency)}};
+  }
+
+  static nlohmann::json latency_json(const LatencyHistogram& histogram) {
+    return {{"count", histogram.count()},
+            {"p50", histogram.quantile(0.50)},
+            {"p99", histogram.quantile(0.99)},
+            {"max", histogram.max()},
+            {"future", histogram.future()}};
   }
 
  private:
@@ -441,7 +453,7 @@ class Sink {
     ++totals_.points;
     if (match_.empty() || text.starts_with(match_)) {
       ++totals_.matched;
-      totals_.latency.add(received - timestamp);
+      totals_.add_latency(received - timestamp);
     }
   }
 
@@ -550,9 +562,14 @@ int main(int argc, char** argv) {
       } else if (tag == kSignal) {
         running = false;
       } else if (tag == kStdin) {
-        char ignored[256];
-        ssize_t got = ::read(STDIN_FILENO, ignored, sizeof ignored);
+        char input[256];
+        ssize_t got = ::read(STDIN_FILENO, input, sizeof input);
         if (got <= 0) running = false;
+        // "start" / "end" lines (their first letters) bound the measurement window.
+        for (ssize_t i = 0; i < got; ++i) {
+          if (input[i] == 's') sink.totals().in_window = true;
+          if (input[i] == 'e') sink.totals().in_window = false;
+        }
       } else if (tag == kTimer) {
         std::uint64_t expirations;
         [[maybe_unused]] auto got = ::read(timer, &expirations, sizeof expirations);

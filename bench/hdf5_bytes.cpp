@@ -11,6 +11,9 @@
 // --record FILE write the samples read (with their real times) to FILE; `--replay FILE` feeds
 //               such a recording instead of reading the sensors (with --loops, repeated, shifted
 //               in time), e.g. one recorded with --pace-ms 1000 --interval 1 for real 1 s data.
+// --hosts N     with --replay, host h replays the recording from round h * R / N (of the R
+//               recorded) and adds h * 4099 to its counters, so that hosts differ as real ones
+//               do; with live sensors every host gets the same values.
 // -o key=value  an [hdf5] option (complevel, chunk, flush_interval, rotate_size, ...); the
 //               defaults are lmaster's.
 // Bytes per point = size of the files written / metric values written (labels, time and job
@@ -145,10 +148,12 @@ int run(const Settings& settings, const fs::path& directory, const std::string& 
   const double flush_interval = options.get_real("flush_interval");
 
   std::unique_ptr<Source> source;
+  const Recording* replayed = nullptr;
   std::size_t rounds = static_cast<std::size_t>(std::llround(settings.seconds / settings.interval));
   if (!settings.replay.empty()) {
     auto recording = std::make_unique<Recording>(settings.replay, settings.loops);
     rounds = recording->rounds();
+    replayed = recording.get();
     source = std::move(recording);
   } else {
     source = std::make_unique<LiveSensors>(settings.pace_ms);
@@ -158,6 +163,7 @@ int run(const Settings& settings, const fs::path& directory, const std::string& 
 
   master::MetricInfoStore infos;  // what the agents' dictionaries would have said
   std::set<std::pair<std::string, std::string>> described;
+  std::set<std::pair<std::string, std::string>> counters;  // (sensor, key) of kind counter
   std::vector<std::string> host_names;
   for (int h = 0; h < settings.hosts; ++h) host_names.push_back(fmt::format("node{:04d}", h));
 
@@ -186,15 +192,29 @@ int run(const Settings& settings, const fs::path& directory, const std::string& 
       }
       for (const auto& sample : round)
         for (const auto& metric : sample.metrics)
-          if (described.emplace(sample.sensor, metric.key).second)
-            infos.remember(sample.sensor, metric.key, metric_info(sample.sensor, metric.key));
+          if (described.emplace(sample.sensor, metric.key).second) {
+            const auto info = metric_info(sample.sensor, metric.key);
+            infos.remember(sample.sensor, metric.key, info);
+            if (info.kind == Kind::counter) counters.emplace(sample.sensor, metric.key);
+          }
       batch.clear();
-      for (const auto& host : host_names)
-        for (const auto& sample : round) {
-          batch.push_back(sample);
-          batch.back().host = host;
-          points += sample.metrics.size();
+      for (std::size_t h = 0; h < host_names.size(); ++h) {
+        const std::size_t start = batch.size();
+        if (replayed && h > 0) {
+          replayed->round_at(r + h * replayed->recorded_rounds() / host_names.size(), time_ns,
+                             batch);
+          for (std::size_t i = start; i < batch.size(); ++i)
+            for (auto& metric : batch[i].metrics)
+              if (counters.count({batch[i].sensor, metric.key}))
+                metric.value += static_cast<double>(h * 4099);
+        } else {
+          batch.insert(batch.end(), round.begin(), round.end());
         }
+        for (std::size_t i = start; i < batch.size(); ++i) {
+          batch[i].host = host_names[h];
+          points += batch[i].metrics.size();
+        }
+      }
       const auto started = Clock::now();
       // The runner hands at most batch_samples() samples to one write().
       for (std::size_t i = 0; i < batch.size(); i += output.batch_samples())

@@ -6,7 +6,7 @@ Usage:
                                [--warmup S] [--window W] [--interval S] [--threads T]
                                [--relay-start P] [--relay-factor F] [--relay-seconds S]
                                [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
-                               [--no-hdf5] [--lmaster PATH] [--master-load PATH] [--carbon-sink PATH]
+                               [--no-hdf5] [--hdf5-layout L] [--lmaster PATH] [--master-load PATH] [--carbon-sink PATH]
                                [--json FILE]
 
 (a) lmaster with [hdf5] (in a temporary directory) and [Graphite] pickle to a counting
@@ -17,7 +17,7 @@ Usage:
     measurement window, % of one core and ns per point), its peak RSS (VmHWM), points/s
     acknowledged (master_load) and arriving at the sink in the same window, whether every
     acknowledged point reached the sink once everything is delivered, latency (receive time at
-    the sink - sample time) p50/p99, payload bytes per point on the wire (master_load) and HDF5
+    the sink - sample time) p50/p99 of the points received in the measurement window, payload bytes per point on the wire (master_load) and HDF5
     bytes per stored point (the .h5 files after lmaster stopped and compressed them / the points
     acknowledged; lmaster's own `lmaster` sensor adds a few rows).
 (b) carbon-c-relay (Debian) listening on an ephemeral 127.0.0.1 port and forwarding everything
@@ -164,6 +164,12 @@ class Sink:
             time.sleep(0.1)
         return self.matched()
 
+    def mark(self, word):
+        """"start" / "end": the sink's window latency covers the points received in between."""
+        if self.process.poll() is None:
+            self.process.stdin.write(word + "\n")
+            self.process.stdin.flush()
+
     def close(self):
         """Ends the sink (stdin closed) and returns its final report."""
         if self.process.poll() is None:
@@ -207,7 +213,8 @@ def measure_lmaster(options, directory):
         config = os.path.join(directory, "lmaster.conf")
         with open(config, "w") as f:
             f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\ndata_dir = {data}/data\n"
-                    + ("" if options.no_hdf5 else f"[hdf5]\npath = {data}/hdf5/fructosa.h5\n") +
+                    + ("" if options.no_hdf5 else
+                       f"[hdf5]\npath = {data}/hdf5/fructosa.h5\nlayout = {options.hdf5_layout}\n") +
                     f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\nprotocol = pickle\n")
         err_path = os.path.join(directory, "lmaster.err")
         with open(err_path, "w") as err:
@@ -224,10 +231,18 @@ def measure_lmaster(options, directory):
         port = wait_for(listening, 60, "lmaster to listen")
         monitor = ProcessMonitor(lmaster.pid)
         pace = ["--interval", str(options.interval)] if options.interval else ["--interval", "0"]
+        # The latency percentiles of the measurement window (master_load's, give or take the
+        # milliseconds it takes to start), apart from the start of N connections in the warm-up.
+        marks = [threading.Timer(options.warmup, sink.mark, ["start"]),
+                 threading.Timer(options.warmup + options.seconds, sink.mark, ["end"])]
+        for mark in marks:
+            mark.start()
         load = run_load(load_arguments(options) + [
             "--endpoint", f"tcp://127.0.0.1:{port}", "--seconds", str(options.seconds), "--warmup",
             str(options.warmup), "--window", str(options.window), "--drain", "30"] + pace,
             directory, "master_load", timeout=options.warmup + options.seconds + 300)
+        for mark in marks:
+            mark.join()
         # Everything acknowledged must reach the sink (the Graphite output works behind the acks).
         delivered = sink.wait_quiet(load["points_acked"], quiet_s=15, timeout=600)
         monitor.sample()
@@ -253,9 +268,11 @@ def measure_lmaster(options, directory):
             "cpu_percent": 100.0 * cpu_s / options.seconds,
             "cpu_ns_per_point": 1e9 * cpu_s / window_acked if window_acked else None,
             "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
-            "latency_p50_s": final.get("latency_s", {}).get("p50"),
-            "latency_p99_s": final.get("latency_s", {}).get("p99"),
-            "latency_max_s": final.get("latency_s", {}).get("max"),
+            "latency_p50_s": final.get("window_latency_s", {}).get("p50"),
+            "latency_p99_s": final.get("window_latency_s", {}).get("p99"),
+            "latency_max_s": final.get("window_latency_s", {}).get("max"),
+            "run_latency_p50_s": final.get("latency_s", {}).get("p50"),
+            "run_latency_p99_s": final.get("latency_s", {}).get("p99"),
             "wire_bytes_per_point": load["batch_bytes_per_point"],
             "hello_dictionary_bytes": load["bytes"]["hello_and_dictionary"],
             "hdf5_bytes": h5_bytes,
@@ -303,9 +320,15 @@ def relay_step(options, directory, rate, number):
 
         wait_for(listening, 30, "carbon-c-relay to listen")
         monitor = ProcessMonitor(relay.pid)
+        marks = [threading.Timer(2, sink.mark, ["start"]),
+                 threading.Timer(2 + options.relay_seconds, sink.mark, ["end"])]
+        for mark in marks:
+            mark.start()
         load = run_load(load_arguments(options) + [
             "--plaintext", f"127.0.0.1:{port}", "--rate", str(rate), "--seconds", str(options.relay_seconds),
             "--warmup", "2"], directory, f"relay-load-{number}", timeout=options.relay_seconds + 120)
+        for mark in marks:
+            mark.join()
         arrived = sink.wait_quiet(load["points_sent"], quiet_s=3, timeout=60)
         monitor.sample()
         start, end = load["window_start_unix"], load["window_end_unix"]
@@ -321,8 +344,8 @@ def relay_step(options, directory, rate, number):
             "points_at_sink": final.get("matched", arrived),
             "cpu_percent": 100.0 * monitor.cpu_between(start, end) / options.relay_seconds,
             "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
-            "latency_p50_s": final.get("latency_s", {}).get("p50"),
-            "latency_p99_s": final.get("latency_s", {}).get("p99"),
+            "latency_p50_s": final.get("window_latency_s", {}).get("p50"),
+            "latency_p99_s": final.get("window_latency_s", {}).get("p99"),
             "wire_bytes_per_point": load["batch_bytes_per_point"],
             "generator_cpu_ns_per_point": load.get("cpu_ns_per_point_sent"),
             "relay_command": " ".join(relay_command),
@@ -380,9 +403,12 @@ def print_table(options, lmaster, relay):
         print(f"{title:26} {left:>14} {right:>16}")
     if lmaster:
         if not options.no_hdf5:
-            print(f"{'HDF5 bytes per point':26} {fmt(lmaster['hdf5_bytes_per_point'], '.2f'):>14}")
+            print(f"{'HDF5 bytes per point':26} {fmt(lmaster['hdf5_bytes_per_point'], '.2f'):>14} "
+                  f"(layout = {options.hdf5_layout})")
             print(f"{'HDF5 behind at stop':26} {lmaster['hdf5_behind_at_stop']:>14,} points (kept in the journal)")
         print(f"{'lmaster stop, s':26} {fmt(lmaster['lmaster_stop_s'], '.1f'):>14}")
+        print(f"{'latency p50/p99, whole run':26} {fmt(lmaster['run_latency_p50_s'], '.3f'):>7}/"
+              f"{fmt(lmaster['run_latency_p99_s'], '.3f')} s (warm-up included)")
         print(f"{'sink points/s (lmaster)':26} {fmt(lmaster['sink_points_per_s'], ',.0f'):>14}")
         print(f"acknowledged {lmaster['points_acked']:,} points, the sink got {lmaster['points_at_sink']:,} "
               f"(difference {lmaster['difference']:+,})")
@@ -417,6 +443,8 @@ def main():
     parser.add_argument("--relay-queue", type=int, default=1000000,
                         help="carbon-c-relay -q (its default, 25000, drops data above ~30 k points/s)")
     parser.add_argument("--no-hdf5", action="store_true", help="lmaster run without the HDF5 output")
+    parser.add_argument("--hdf5-layout", choices=["per_host", "per_sensor"], default="per_sensor",
+                        help="[hdf5] layout (default per_sensor, the layout for many hosts)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--lmaster-only", action="store_true")
     group.add_argument("--relay-only", action="store_true")

@@ -104,6 +104,14 @@ class Recording : public Source {
     return true;
   }
   std::size_t rounds() const { return rounds_.size() * loops_; }
+  // Round `index` of the recording (modulo its length), stamped `time_ns`.
+  void round_at(std::size_t index, std::int64_t time_ns, std::vector<Sample>& round) const {
+    for (Sample sample : rounds_[index % rounds_.size()]) {
+      sample.time_ns = time_ns;
+      round.push_back(std::move(sample));
+    }
+  }
+  std::size_t recorded_rounds() const { return rounds_.size(); }
 
  private:
   int loops_;
