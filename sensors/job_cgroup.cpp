@@ -178,7 +178,7 @@ class JobCgroupSensor final : public Sensor {
     if (!pids.empty()) tasks = read_number(pids + "/pids.current");
     if (!tasks) {
       // Without the pids controller: count the processes listed in the job's cgroups.
-      auto listed = JobDirectory::pids(job);
+      auto listed = jobs_->processes(job, out.time_ns());
       if (!listed.empty() || !values.empty()) tasks = listed.size();
     }
     put("tasks", scaled(tasks, 1));

@@ -1,7 +1,7 @@
 // JobProc: per job sums over its processes of /proc/<pid>/io and of the memory sizes in
 // /proc/<pid>/status (colmet's procstats backend, per job).
 //
-// Processes: JobDirectory::pids(job) (cgroup.procs of the job's cgroup and its descendants),
+// Processes: JobDirectory::processes (cgroup.procs of the job's cgroup and its descendants),
 // read under the JobDirectory's proc root. /proc/<pid>/io already includes the process's
 // ended threads; its counters are cumulative per process, so by default (monotonic = true)
 // the sensor keeps each process's previous values and adds what they grew to a per-job
@@ -155,7 +155,7 @@ class JobProcSensor final : public Sensor {
       IoCounters current{};  // monotonic = false: sums over the processes now
       Memory memory{};
       std::uint64_t processes = 0, unreadable = 0;
-      for (int pid : JobDirectory::pids(job)) {
+      for (int pid : jobs_->processes(job, out.time_ns())) {
         std::string base = fmt::format("{}/{}", proc, pid);
         std::uint64_t start;
         if (read_small(base + "/stat", buffer_) != 0 || !parse_start(buffer_, start)) continue;  // gone

@@ -291,6 +291,109 @@ struct JobDirectory::Watcher {
   }
 };
 
+namespace {
+
+// Appends the pids listed in the cgroup.procs file at `path` (nothing when it is gone).
+void read_procs(const std::string& path, std::vector<int>& pids, std::string& buffer) {
+  int procs = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (procs < 0) return;
+  buffer.clear();
+  char chunk[4096];
+  for (ssize_t got; (got = ::read(procs, chunk, sizeof chunk)) != 0;) {
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      break;  // the cgroup went away meanwhile: what was read counts
+    }
+    buffer.append(chunk, static_cast<std::size_t>(got));
+  }
+  ::close(procs);
+  // Whitespace-separated numbers (one per line); the first thing that is not one ends the list.
+  constexpr std::string_view kSpace = " \t\n";
+  std::string_view rest = buffer;
+  for (auto begin = rest.find_first_not_of(kSpace); begin != std::string_view::npos;
+       begin = rest.find_first_not_of(kSpace)) {
+    rest.remove_prefix(begin);
+    auto field = rest.substr(0, rest.find_first_of(kSpace));
+    rest.remove_prefix(field.size());
+    std::uint64_t pid = 0;
+    if (!parse_uint(field, pid)) break;
+    pids.push_back(static_cast<int>(pid));
+  }
+}
+
+}  // namespace
+
+// A cgroup directory and the subdirectories it had when last listed. Listing a cgroup means
+// reading its dozens of control files' names, and several per-job sensors ask for every job's
+// processes every round: a directory is listed again only when its link count (2 +
+// subdirectories on cgroupfs, tmpfs and ext4) changed or one of its children went.
+struct CgroupTreeNode {
+  explicit CgroupTreeNode(std::string directory) : path(std::move(directory)) {}
+
+  std::string path;
+  nlink_t links = 0;  // at the last listing; 0: list it (never listed, or a count the file system does not keep)
+  std::vector<CgroupTreeNode> children;
+
+  // Appends the pids of this directory and its descendants; false when it is gone.
+  bool collect(std::vector<int>& pids, std::string& buffer) {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return false;
+    read_procs(path + "/cgroup.procs", pids, buffer);
+    if (info.st_nlink == 2) {  // a leaf, as most job directories are
+      children.clear();
+      links = 2;
+      return true;
+    }
+    const bool listed = links == 0 || info.st_nlink != links;
+    if (listed) list(info.st_nlink);
+    bool all_there = true;
+    for (auto& child : children) all_there = child.collect(pids, buffer) && all_there;
+    if (!all_there && !listed) {
+      // A child went, maybe as another came (the same count): list again and read the new ones
+      // (a pid read twice is dropped by the caller).
+      list(info.st_nlink);
+      for (auto& child : children) child.collect(pids, buffer);
+    }
+    return true;
+  }
+
+  // The subdirectories now; those known before keep what is known of them.
+  void list(nlink_t links_now) {
+    std::vector<CgroupTreeNode> now;
+    if (DIR* dir = ::opendir(path.c_str())) {
+      while (const dirent* entry = ::readdir(dir)) {
+        const char* name = entry->d_name;
+        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+        if (entry->d_type != DT_DIR) {  // a link to a directory counts, as for every other lookup here
+          struct stat info;
+          if ((entry->d_type != DT_UNKNOWN && entry->d_type != DT_LNK) ||
+              ::fstatat(::dirfd(dir), name, &info, 0) != 0 || !S_ISDIR(info.st_mode))
+            continue;
+        }
+        std::string child_path = path + "/" + name;
+        auto known = std::find_if(children.begin(), children.end(),
+                                  [&](const CgroupTreeNode& child) { return child.path == child_path; });
+        if (known != children.end())
+          now.push_back(std::move(*known));
+        else
+          now.emplace_back(std::move(child_path));
+      }
+      ::closedir(dir);
+    }
+    children = std::move(now);
+    links = links_now >= 2 ? links_now : 0;
+  }
+};
+
+struct JobDirectory::ProcessListing {
+  explicit ProcessListing(std::string directory) : tree(std::move(directory)) {}
+
+  CgroupTreeNode tree;
+  std::int64_t at_ns = 0;
+  bool listed = false;
+  std::vector<int> pids;
+};
+
 JobDirectory::JobDirectory(const Roots& roots)
     : proc_root_(roots.proc), sys_root_(roots.sys), watcher_(std::make_unique<Watcher>()) {}
 
@@ -420,79 +523,48 @@ void JobDirectory::rescan_locked() {
                                    : fmt::format("{}", fmt::join(described, ", "));
 }
 
+
 namespace {
 
-// Appends the pids in the cgroup.procs of the directory `dir_fd` (which it closes) and of its
-// descendants. Several per-job sensors ask this of every job every round: files are opened
-// relative to their directory (one path lookup per cgroup, not one per file) and read with
-// plain read(2) into `buffer`.
-void collect_pids(int dir_fd, std::vector<int>& pids, std::string& buffer) {
-  int procs = ::openat(dir_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
-  if (procs >= 0) {
-    buffer.clear();
-    char chunk[4096];
-    for (ssize_t got; (got = ::read(procs, chunk, sizeof chunk)) != 0;) {
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        break;  // the cgroup went away meanwhile: what was read counts
-      }
-      buffer.append(chunk, static_cast<std::size_t>(got));
-    }
-    ::close(procs);
-    // Whitespace-separated numbers (one per line); the first thing that is not one ends the list.
-    constexpr std::string_view kSpace = " \t\n";
-    std::string_view rest = buffer;
-    for (auto begin = rest.find_first_not_of(kSpace); begin != std::string_view::npos;
-         begin = rest.find_first_not_of(kSpace)) {
-      rest.remove_prefix(begin);
-      auto field = rest.substr(0, rest.find_first_of(kSpace));
-      rest.remove_prefix(field.size());
-      std::uint64_t pid = 0;
-      if (!parse_uint(field, pid)) break;
-      pids.push_back(static_cast<int>(pid));
-    }
-  }
-  // A directory's link count is 2 + its subdirectories on cgroupfs (kernfs), tmpfs and ext4: a
-  // leaf cgroup (most job directories are) is not listed with its dozens of control files.
-  // Other counts (1: a file system that does not keep it) mean: list it.
-  struct stat info;
-  if (::fstat(dir_fd, &info) == 0 && info.st_nlink == 2) {
-    ::close(dir_fd);
-    return;
-  }
-  DIR* dir = ::fdopendir(dir_fd);
-  if (!dir) {
-    ::close(dir_fd);
-    return;
-  }
-  while (const dirent* entry = ::readdir(dir)) {
-    const char* name = entry->d_name;
-    if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
-    if (entry->d_type != DT_DIR) {  // a link to a directory counts, as for every other lookup here
-      struct stat info;
-      if ((entry->d_type != DT_UNKNOWN && entry->d_type != DT_LNK) || ::fstatat(::dirfd(dir), name, &info, 0) != 0 ||
-          !S_ISDIR(info.st_mode))
-        continue;
-    }
-    int child = ::openat(::dirfd(dir), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (child >= 0) collect_pids(child, pids, buffer);
-  }
-  ::closedir(dir);
+std::vector<int> sorted_unique(std::vector<int> pids) {
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
 }
 
 }  // namespace
 
 std::vector<int> JobDirectory::pids(const JobCgroup& job) {
   std::vector<int> pids;
+  CgroupTreeNode tree(job.any_dir());
+  std::string buffer;
+  if (!tree.path.empty()) tree.collect(pids, buffer);
+  return sorted_unique(std::move(pids));
+}
+
+std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_ns) {
   std::string dir = job.any_dir();
-  if (!dir.empty()) {
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    std::string buffer;
-    if (fd >= 0) collect_pids(fd, pids, buffer);
+  if (dir.empty()) return {};
+  auto current = snapshot();
+  std::lock_guard lock(processes_mutex_);
+  if (current != listings_of_) {  // forget the jobs that ended
+    for (auto it = listings_.begin(); it != listings_.end();) {
+      const bool running = std::any_of(current->jobs.begin(), current->jobs.end(),
+                                       [&](const JobCgroup& each) { return each.any_dir() == it->first; });
+      it = running ? std::next(it) : listings_.erase(it);
+    }
+    listings_of_ = current;
   }
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  return pids;
+  auto& listing = listings_[dir];
+  if (!listing) listing = std::make_unique<ProcessListing>(dir);
+  if (listing->listed && listing->at_ns == at_ns) return listing->pids;
+  std::vector<int> pids;
+  std::string buffer;
+  listing->tree.collect(pids, buffer);
+  listing->pids = sorted_unique(std::move(pids));
+  listing->at_ns = at_ns;
+  listing->listed = true;
+  return listing->pids;
 }
 
 std::uint64_t JobDirectory::job_of_pid(int pid) {

@@ -82,6 +82,11 @@ class JobDirectory {
   // Processes of a job now (cgroup.procs of its directory and every descendant). A job that
   // ended meanwhile gives an empty list, not an error.
   static std::vector<int> pids(const JobCgroup& job);
+  // The same for the sensors of a running agent, at the reading `at_ns`: the sensors reading
+  // jobs at the same instant share one listing, and each job's cgroup tree is remembered, a
+  // directory listed again only when its link count (2 + subdirectories) changes or a child
+  // went. Thread-safe.
+  std::vector<int> processes(const JobCgroup& job, std::int64_t at_ns);
   // The job process `pid` belongs to, from <proc>/<pid>/cgroup against the current snapshot;
   // 0 when none (or the process is gone).
   std::uint64_t job_of_pid(int pid);
@@ -109,6 +114,11 @@ class JobDirectory {
   std::unique_ptr<Watcher> watcher_;
   std::int64_t last_scan_ns_ = 0;
   std::string description_;
+  // processes(): per job directory, its cgroup tree and the last listing.
+  struct ProcessListing;
+  std::mutex processes_mutex_;
+  std::map<std::string, std::unique_ptr<ProcessListing>, std::less<>> listings_;
+  std::shared_ptr<const JobSnapshot> listings_of_;  // the snapshot whose jobs listings_ keeps
 };
 
 // Per-job state of a sensor (previous counters, open files): created on first use, dropped

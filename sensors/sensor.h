@@ -38,6 +38,8 @@ class SampleWriter {
   void label(std::string_view key, std::string_view value);
   // Values and labels after this call go to a new sample attributed to `job`.
   void begin_job(std::uint64_t job);
+  // The reading's time: the agent's aligned instant, the same for every sensor due at it.
+  std::int64_t time_ns() const { return time_ns_; }
 
  private:
   Sample& current();

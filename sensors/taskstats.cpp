@@ -23,6 +23,7 @@
 // Fields a kernel's struct version does not have are left out.
 // Needs CAP_NET_ADMIN; tasks are looked up in the agent's pid namespace.
 #include <dirent.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -200,10 +201,18 @@ struct JobState {
   std::unordered_map<int, Task> tasks;
 };
 
-// Thread ids of process `pid` from <proc>/<pid>/task; empty when it is gone.
+// Thread ids of process `pid` from <proc>/<pid>/task; empty when it is gone. The directory's
+// link count is 2 + the process's threads: a single-threaded process (most are) is its own only
+// thread, and its directory is not listed.
 void list_threads(const std::string& proc, int pid, std::vector<int>& tids) {
   tids.clear();
   std::string path = fmt::format("{}/{}/task", proc, pid);
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0) return;
+  if (info.st_nlink == 3) {
+    tids.push_back(pid);
+    return;
+  }
   DIR* dir = ::opendir(path.c_str());
   if (!dir) return;
   while (dirent* entry = ::readdir(dir)) {
@@ -232,7 +241,7 @@ class TaskstatsSensor final : public Sensor {
     for (const auto& job : snapshot->jobs) {
       JobState& state = states_[job.id];
       std::uint64_t processes = 0, threads = 0, hiwater_rss = 0, hiwater_vm = 0;
-      for (int pid : JobDirectory::pids(job)) {
+      for (int pid : jobs_->processes(job, out.time_ns())) {
         list_threads(proc, pid, tids_);
         std::uint64_t process_rss = 0, process_vm = 0;
         bool any = false;

@@ -74,7 +74,10 @@ struct Reading {
 Reading read(Rig& rig) {
   Reading reading;
   std::vector<Sample> samples;
-  SampleWriter out(samples, "node", rig.definition->name, 1);
+  // Each reading at its own instant, as the agent's are (sensors reading at the same instant
+  // share one listing of a job's processes).
+  static std::int64_t instant = 0;
+  SampleWriter out(samples, "node", rig.definition->name, ++instant);
   try {
     EXPECT_TRUE(rig.sensor->sample(out));
   } catch (const SensorUnavailable& why) {

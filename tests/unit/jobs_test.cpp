@@ -286,4 +286,40 @@ TEST(JobDiscovery, NoticesRealCgroupsThroughInotify) {
   EXPECT_TRUE(jobs.snapshot()->jobs.empty());
 }
 
+// processes(): the sensors reading at one instant share a listing; each job's cgroup tree is
+// remembered and listed again when a child cgroup comes or goes, also when one goes as another
+// comes between two readings (the same link count).
+TEST(JobDirectory, ProcessesFollowChildCgroupsThatComeAndGo) {
+  test::TempDir dir;
+  const std::string job = dir.path() + "/job_7";
+  auto make_cgroup = [](const std::string& path, const std::string& procs) {
+    fs::create_directories(path);
+    std::ofstream(path + "/cgroup.procs") << procs;
+    std::ofstream(path + "/cpu.stat") << "usage_usec 1\n";  // a control file, not a cgroup
+  };
+  make_cgroup(job, "");
+  make_cgroup(job + "/step_0", "10\n11\n");
+  auto jobs = JobDirectory::fixed({JobCgroup{.id = 7, .name = "job_7", .unified = job, .v1 = {}}}, Roots{});
+  const JobCgroup cgroup = jobs->snapshot()->jobs.at(0);
+
+  EXPECT_EQ(jobs->processes(cgroup, 1), (std::vector<int>{10, 11}));
+  // Another sensor at the same instant gets the same listing.
+  std::ofstream(job + "/step_0/cgroup.procs") << "10\n";
+  EXPECT_EQ(jobs->processes(cgroup, 1), (std::vector<int>{10, 11}));
+  EXPECT_EQ(jobs->processes(cgroup, 2), (std::vector<int>{10}));
+
+  make_cgroup(job + "/step_1", "20\n");  // a new child: the link count changes
+  EXPECT_EQ(jobs->processes(cgroup, 3), (std::vector<int>{10, 20}));
+
+  fs::remove_all(job + "/step_0");  // one goes as another comes: the same count
+  make_cgroup(job + "/step_2", "30\n31\n");
+  EXPECT_EQ(jobs->processes(cgroup, 4), (std::vector<int>{20, 30, 31}));
+  make_cgroup(job + "/step_2/task_0", "32\n");  // a grandchild
+  EXPECT_EQ(jobs->processes(cgroup, 5), (std::vector<int>{20, 30, 31, 32}));
+  EXPECT_EQ(JobDirectory::pids(cgroup), (std::vector<int>{20, 30, 31, 32}));
+
+  fs::remove_all(job);  // the job ended
+  EXPECT_EQ(jobs->processes(cgroup, 6), (std::vector<int>{}));
+}
+
 }  // namespace
