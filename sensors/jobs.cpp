@@ -545,9 +545,13 @@ std::vector<int> JobDirectory::pids(const JobCgroup& job) {
 std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_ns) {
   std::string dir = job.any_dir();
   if (dir.empty()) return {};
-  auto current = snapshot();
+  std::shared_ptr<const JobSnapshot> current;
+  {
+    std::lock_guard lock(mutex_);  // the snapshot the caller got: no new look for changes
+    current = snapshot_;
+  }
   std::lock_guard lock(processes_mutex_);
-  if (current != listings_of_) {  // forget the jobs that ended
+  if (current && current != listings_of_) {  // forget the jobs that ended
     for (auto it = listings_.begin(); it != listings_.end();) {
       const bool running = std::any_of(current->jobs.begin(), current->jobs.end(),
                                        [&](const JobCgroup& each) { return each.any_dir() == it->first; });
