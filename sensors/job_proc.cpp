@@ -96,9 +96,9 @@ struct JobState {
   std::unordered_map<int, Process> processes;
 };
 
-// Reads a small procfs file into `buffer`; 0 or the errno.
-int read_small(const std::string& path, std::string& buffer) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// Reads the small procfs file `name` of the directory `dir` into `buffer`; 0 or the errno.
+int read_small(int dir, const char* name, std::string& buffer) {
+  int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   buffer.resize(4096);
   std::size_t used = 0;
@@ -157,9 +157,17 @@ class JobProcSensor final : public Sensor {
       std::uint64_t processes = 0, unreadable = 0;
       for (int pid : jobs_->processes(job, out.time_ns())) {
         std::string base = fmt::format("{}/{}", proc, pid);
+        // The process's directory once, its files relative to it: one path lookup, and all three
+        // files are of the same process (a pid reused meanwhile reads as gone).
+        const int dir = ::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0) continue;  // gone
+        struct Closer {
+          int fd;
+          ~Closer() { ::close(fd); }
+        } close_dir{dir};
         std::uint64_t start;
-        if (read_small(base + "/stat", buffer_) != 0 || !parse_start(buffer_, start)) continue;  // gone
-        if (read_small(base + "/status", buffer_) != 0) continue;                                // gone
+        if (read_small(dir, "stat", buffer_) != 0 || !parse_start(buffer_, start)) continue;  // gone
+        if (read_small(dir, "status", buffer_) != 0) continue;                                // gone
         Memory mine{};
         Lines lines(buffer_);
         std::string_view line;
@@ -168,7 +176,7 @@ class JobProcSensor final : public Sensor {
             if (field_number(line, kMemoryFields[i].status, mine[i])) break;
 
         IoCounters io{};
-        int error = read_small(base + "/io", buffer_);
+        int error = read_small(dir, "io", buffer_);
         bool readable = error == 0 && parse_io(buffer_, io);
         if (!readable && (error == ENOENT || error == ESRCH) && ::access(base.c_str(), F_OK) != 0)
           continue;  // it ended while being read
