@@ -269,8 +269,11 @@ TEST(SampleConfigs, TheAgentSampleShowsEverySensorAndItsBlocksWorkUncommented) {
     }
     uncommented += line + "\n";
   }
-  for (const auto* sensor : sensors::all_sensors())
-    if (sensor->name != "lagent") EXPECT_TRUE(shown.count(sensor->name)) << sensor->name << " is not in lagent.conf";
+  for (const auto* sensor : sensors::all_sensors()) {
+    if (sensor->name != "lagent") {
+      EXPECT_TRUE(shown.count(sensor->name)) << sensor->name << " is not in lagent.conf";
+    }
+  }
   TempConfig config(uncommented);
   EXPECT_NO_THROW(agent::check_agent_config(config.path));
   EXPECT_EQ(agent::load_agent_config(config.path).sensors.size(), sensors::all_sensors().size());
