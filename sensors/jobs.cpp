@@ -523,7 +523,6 @@ void JobDirectory::rescan_locked() {
                                    : fmt::format("{}", fmt::join(described, ", "));
 }
 
-
 namespace {
 
 std::vector<int> sorted_unique(std::vector<int> pids) {
