@@ -159,15 +159,11 @@ class JobProcSensor final : public Sensor {
         std::string base = fmt::format("{}/{}", proc, pid);
         // The process's directory once, its files relative to it: one path lookup, and all three
         // files are of the same process (a pid reused meanwhile reads as gone).
-        const int dir = ::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (dir < 0) continue;  // gone
-        struct Closer {
-          int fd;
-          ~Closer() { ::close(fd); }
-        } close_dir{dir};
+        const Fd dir(::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (dir.get() < 0) continue;  // gone
         std::uint64_t start;
-        if (read_small(dir, "stat", buffer_) != 0 || !parse_start(buffer_, start)) continue;  // gone
-        if (read_small(dir, "status", buffer_) != 0) continue;                                // gone
+        if (read_small(dir.get(), "stat", buffer_) != 0 || !parse_start(buffer_, start)) continue;  // gone
+        if (read_small(dir.get(), "status", buffer_) != 0) continue;                                // gone
         Memory mine{};
         Lines lines(buffer_);
         std::string_view line;
@@ -176,7 +172,7 @@ class JobProcSensor final : public Sensor {
             if (field_number(line, kMemoryFields[i].status, mine[i])) break;
 
         IoCounters io{};
-        int error = read_small(dir, "io", buffer_);
+        int error = read_small(dir.get(), "io", buffer_);
         bool readable = error == 0 && parse_io(buffer_, io);
         if (!readable && (error == ENOENT || error == ESRCH) && ::access(base.c_str(), F_OK) != 0)
           continue;  // it ended while being read

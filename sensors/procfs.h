@@ -2,12 +2,38 @@
 // into a buffer that is reused, so a steady round allocates nothing.
 #pragma once
 
+#include <unistd.h>
+
 #include <charconv>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace fructosa::sensors {
+
+// Owns a file descriptor and closes it.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 class ProcFile {
  public:
