@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 
 #include "agent_config.h"
@@ -423,6 +425,23 @@ void check_agent_config(const std::string& config_path) {
   for_each_new_sensor(config, &jobs, [](const SensorConfig&, auto) {});
 }
 
+namespace {
+
+// The soft limit on open files up to the hard one (systemd starts services with 1024, hard
+// 524288): per-job sensors keep each job's and process's files open (a quarter of the soft
+// limit at most, sensors::FdBudget), PerfHW a counter per job, event and CPU. lagent uses
+// poll and epoll, never select, so descriptors above 1023 are fine.
+void raise_open_files_limit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0)
+    spdlog::warn("cannot raise the open files limit from {} to {}: {}", before, limit.rlim_max, std::strerror(errno));
+}
+
+}  // namespace
+
 int run_agent(const std::string& config_path, bool foreground, const std::function<void()>& ready) {
   // One malloc arena for every thread (before any starts): glibc would give each reader and the
   // sender its own, and with per-job sensors each kept a few hundred KiB of its own free memory
@@ -431,6 +450,7 @@ int run_agent(const std::string& config_path, bool foreground, const std::functi
   ::mallopt(M_ARENA_MAX, 1);
   AgentConfig config = load_agent_config(config_path);
   setup_logging(config.logging, foreground, "lagent");
+  raise_open_files_limit();
   Agent agent(config_path, std::move(config), foreground);
   return agent.run(ready);
 }

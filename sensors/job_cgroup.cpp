@@ -12,7 +12,8 @@
 //   tasks                    processes in the job's cgroup and below
 // The node sample has `jobs`, the number of jobs running. A file the job's cgroup lacks (a
 // controller not enabled for it) leaves that metric out; a job that ended during the reading
-// is left out of the round.
+// is left out of the round. A job's files stay open while it runs (HeldFiles: one pread each
+// per round instead of a path lookup, an open, reads and a close).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -42,8 +43,8 @@ const Catalog kCatalog{
     {"tasks", Unit::count, Kind::gauge, "processes in the job's cgroup and its descendants"},
 };
 
-std::optional<std::uint64_t> read_number(const std::string& path) {
-  auto text = read_file(path);
+std::optional<std::uint64_t> read_number(HeldFiles& files, const std::string& path) {
+  auto text = files.read(path);
   if (!text) return std::nullopt;
   std::uint64_t value = 0;
   if (!parse_uint(strip(*text), value)) return std::nullopt;
@@ -67,8 +68,8 @@ struct Io {
 };
 
 // v2 io.stat: "8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0" per device.
-bool read_io_v2(const std::string& dir, Io& io) {
-  auto text = read_file(dir + "/io.stat");
+bool read_io_v2(HeldFiles& files, const std::string& dir, Io& io) {
+  auto text = files.read(dir + "/io.stat");
   if (!text) return false;
   Lines lines(*text);
   for (std::string_view line; lines.next(line);) {
@@ -90,9 +91,9 @@ bool read_io_v2(const std::string& dir, Io& io) {
 
 // v1 blkio: "8:0 Read 4096" ... "8:0 Total 8192", then "Total 8192": Read and Write summed over
 // devices. The recursive file (the job's step cgroups included) when the kernel has it.
-bool read_blkio(const std::string& dir, const char* name, double& read, double& write) {
-  auto text = read_file(fmt::format("{}/blkio.throttle.{}_recursive", dir, name));
-  if (!text) text = read_file(fmt::format("{}/blkio.throttle.{}", dir, name));
+bool read_blkio(HeldFiles& files, const std::string& dir, const char* name, double& read, double& write) {
+  auto text = files.read(fmt::format("{}/blkio.throttle.{}_recursive", dir, name));
+  if (!text) text = files.read(fmt::format("{}/blkio.throttle.{}", dir, name));
   if (!text) return false;
   Lines lines(*text);
   for (std::string_view line; lines.next(line);) {
@@ -118,6 +119,7 @@ class JobCgroupSensor final : public Sensor {
     auto snapshot = jobs_->snapshot();
     out.set("jobs", static_cast<double>(snapshot->jobs.size()));
     for (const auto& job : snapshot->jobs) read_job(job, out);
+    files_.sweep();  // the files of jobs that ended
     return true;
   }
 
@@ -135,13 +137,13 @@ class JobCgroupSensor final : public Sensor {
 
     std::string cpu = job.dir("cpuacct");
     if (!cpu.empty() && cpu != job.unified) {
-      put("cpu.usage", scaled(read_number(cpu + "/cpuacct.usage"), 1e9));
-      if (auto stat = read_file(cpu + "/cpuacct.stat")) {
+      put("cpu.usage", scaled(read_number(files_, cpu + "/cpuacct.usage"), 1e9));
+      if (auto stat = files_.read(cpu + "/cpuacct.stat")) {
         put("cpu.user", scaled(keyed(*stat, "user"), ticks_per_second_));
         put("cpu.system", scaled(keyed(*stat, "system"), ticks_per_second_));
       }
     } else if (!job.unified.empty()) {
-      if (auto stat = read_file(job.unified + "/cpu.stat")) {
+      if (auto stat = files_.read(job.unified + "/cpu.stat")) {
         put("cpu.usage", scaled(keyed(*stat, "usage_usec"), 1e6));
         put("cpu.user", scaled(keyed(*stat, "user_usec"), 1e6));
         put("cpu.system", scaled(keyed(*stat, "system_usec"), 1e6));
@@ -150,21 +152,21 @@ class JobCgroupSensor final : public Sensor {
 
     std::string memory = job.dir("memory");
     if (!memory.empty() && memory != job.unified) {
-      put("memory.current", scaled(read_number(memory + "/memory.usage_in_bytes"), 1));
-      put("memory.peak", scaled(read_number(memory + "/memory.max_usage_in_bytes"), 1));
+      put("memory.current", scaled(read_number(files_, memory + "/memory.usage_in_bytes"), 1));
+      put("memory.peak", scaled(read_number(files_, memory + "/memory.max_usage_in_bytes"), 1));
     } else if (!job.unified.empty()) {
-      put("memory.current", scaled(read_number(job.unified + "/memory.current"), 1));
-      put("memory.peak", scaled(read_number(job.unified + "/memory.peak"), 1));
+      put("memory.current", scaled(read_number(files_, job.unified + "/memory.current"), 1));
+      put("memory.peak", scaled(read_number(files_, job.unified + "/memory.peak"), 1));
     }
 
     Io io;
     std::string blkio = job.dir("blkio");
     bool have_io = false;
     if (!blkio.empty() && blkio != job.unified) {
-      have_io = read_blkio(blkio, "io_service_bytes", io.read_bytes, io.write_bytes);
-      read_blkio(blkio, "io_serviced", io.reads, io.writes);
+      have_io = read_blkio(files_, blkio, "io_service_bytes", io.read_bytes, io.write_bytes);
+      read_blkio(files_, blkio, "io_serviced", io.reads, io.writes);
     } else if (!job.unified.empty()) {
-      have_io = read_io_v2(job.unified, io);
+      have_io = read_io_v2(files_, job.unified, io);
     }
     if (have_io) {
       values.push_back({"io.read_bytes", io.read_bytes});
@@ -175,7 +177,7 @@ class JobCgroupSensor final : public Sensor {
 
     std::string pids = job.dir("pids");
     std::optional<std::uint64_t> tasks;
-    if (!pids.empty()) tasks = read_number(pids + "/pids.current");
+    if (!pids.empty()) tasks = read_number(files_, pids + "/pids.current");
     if (!tasks) {
       // Without the pids controller: count the processes listed in the job's cgroups.
       auto listed = jobs_->processes(job, out.time_ns());
@@ -196,6 +198,7 @@ class JobCgroupSensor final : public Sensor {
 
   JobDirectory* jobs_;
   double ticks_per_second_;
+  HeldFiles files_;  // each job's files, open while the job runs
 };
 
 }  // namespace

@@ -88,7 +88,11 @@ struct Process {
   std::uint64_t start = 0;  // field 22 of stat: clock ticks after boot
   IoCounters last{};
   bool have_io = false;
-  std::uint64_t round = 0;
+  std::uint64_t round = 0;  // the last round it was read in (0: never)
+  // Its files, opened together relative to its /proc directory (so all three are of the same
+  // process) and kept open while it runs and the FdBudget allows: a round costs three preads.
+  // io is not held when it cannot be opened (no ptrace-read access).
+  HeldFd stat, status, io;
 };
 
 struct JobState {
@@ -141,7 +145,9 @@ bool parse_start(std::string_view stat, std::uint64_t& start) {
 class JobProcSensor final : public Sensor {
  public:
   explicit JobProcSensor(const SensorContext& context)
-      : jobs_(context.jobs), monotonic_(context.options.get_bool("monotonic")) {}
+      : jobs_(context.jobs),
+        monotonic_(context.options.get_bool("monotonic")),
+        hold_files_(jobs_ && kernel_generated(jobs_->proc_root())) {}
 
   bool sample(SampleWriter& out) override {
     if (!jobs_) throw SensorUnavailable("no job discovery");
@@ -156,32 +162,26 @@ class JobProcSensor final : public Sensor {
       Memory memory{};
       std::uint64_t processes = 0, unreadable = 0;
       for (int pid : jobs_->processes(job, out.time_ns())) {
-        std::string base = fmt::format("{}/{}", proc, pid);
-        // The process's directory once, its files relative to it: one path lookup, and all three
-        // files are of the same process (a pid reused meanwhile reads as gone).
-        const Fd dir(::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (dir.get() < 0) continue;  // gone
+        Process& process = state.processes[pid];  // a new entry (round 0) goes at the end if unread
+        int io_error = 0;
         std::uint64_t start;
-        if (read_small(dir.get(), "stat", buffer_) != 0 || !parse_start(buffer_, start)) continue;  // gone
-        if (read_small(dir.get(), "status", buffer_) != 0) continue;                                // gone
+        if (!read_process(proc, pid, process, io_error) || !parse_start(stat_, start)) continue;  // gone
         Memory mine{};
-        Lines lines(buffer_);
+        Lines lines(status_);
         std::string_view line;
         while (lines.next(line))
           for (std::size_t i = 0; i < kMemoryFields.size(); ++i)
             if (field_number(line, kMemoryFields[i].status, mine[i])) break;
 
         IoCounters io{};
-        int error = read_small(dir.get(), "io", buffer_);
-        bool readable = error == 0 && parse_io(buffer_, io);
-        if (!readable && (error == ENOENT || error == ESRCH) && ::access(base.c_str(), F_OK) != 0)
-          continue;  // it ended while being read
+        bool readable = io_error == 0 && parse_io(io_, io);
         ++processes;
         for (std::size_t i = 0; i < memory.size(); ++i) memory[i] += mine[i] * 1024;
 
-        auto [it, fresh] = state.processes.try_emplace(pid);
-        Process& process = it->second;
-        if (!fresh && process.start != start) process = Process{};  // a reused pid
+        if (process.round != 0 && process.start != start) {  // a reused pid
+          process.last = {};
+          process.have_io = false;
+        }
         process.start = start;
         process.round = round_;
         if (!readable) {
@@ -224,11 +224,53 @@ class JobProcSensor final : public Sensor {
     return found > 0;
   }
 
+  // Reads the process's stat, status and io into stat_, status_ and io_ (io_error: io's errno,
+  // 0 when it was read); false when the process is gone.
+  bool read_process(const std::string& proc, int pid, Process& process, int& io_error) {
+    if (process.stat) {  // held since an earlier round
+      if (pread_whole(process.stat.get(), stat_, true) == 0 && pread_whole(process.status.get(), status_, true) == 0) {
+        io_error = process.io ? pread_whole(process.io.get(), io_, true)
+                              : read_small(AT_FDCWD, fmt::format("{}/{}/io", proc, pid).c_str(), io_);
+        if (io_error != ESRCH) return true;
+      }
+      // The process went (ESRCH): its pid may be another's by now, whose files are opened below.
+      process.stat.reset();
+      process.status.reset();
+      process.io.reset();
+    }
+    std::string base = fmt::format("{}/{}", proc, pid);
+    const Fd dir(::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (dir.get() < 0) return false;  // gone
+    int stat_error = hold_files_ ? process.stat.open_at(dir.get(), "stat", O_RDONLY) : ENOBUFS;
+    int status_error = stat_error != 0 ? stat_error : process.status.open_at(dir.get(), "status", O_RDONLY);
+    if (stat_error == 0 && status_error == 0) {
+      int io_open = process.io.open_at(dir.get(), "io", O_RDONLY);  // EACCES without ptrace-read access
+      if (pread_whole(process.stat.get(), stat_, true) != 0 || pread_whole(process.status.get(), status_, true) != 0) {
+        process.stat.reset();
+        process.status.reset();
+        process.io.reset();
+        return false;
+      }
+      io_error = io_open == 0 ? pread_whole(process.io.get(), io_, true)
+                 : io_open == ENOBUFS ? read_small(dir.get(), "io", io_) : io_open;
+    } else {
+      process.stat.reset();
+      process.status.reset();
+      if (stat_error != ENOBUFS && status_error != ENOBUFS) return false;  // gone
+      // No descriptors left in the budget (or a fixture tree): read the files once.
+      if (read_small(dir.get(), "stat", stat_) != 0 || read_small(dir.get(), "status", status_) != 0) return false;
+      io_error = read_small(dir.get(), "io", io_);
+    }
+    if ((io_error == ENOENT || io_error == ESRCH) && ::access(base.c_str(), F_OK) != 0) return false;  // it ended meanwhile
+    return true;
+  }
+
   JobDirectory* jobs_;
   bool monotonic_;
+  bool hold_files_;  // a real procfs (a fixture tree's files are read afresh each time)
   std::uint64_t round_ = 0;
   PerJob<JobState> states_;
-  std::string buffer_;
+  std::string stat_, status_, io_;
 };
 
 }  // namespace

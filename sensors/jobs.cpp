@@ -7,7 +7,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/inotify.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -293,32 +295,33 @@ struct JobDirectory::Watcher {
 
 namespace {
 
-// Appends the pids listed in the cgroup.procs file at `path` (nothing when it is gone).
-void read_procs(const std::string& path, std::vector<int>& pids, std::string& buffer) {
-  int procs = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (procs < 0) return;
-  buffer.clear();
-  char chunk[4096];
-  for (ssize_t got; (got = ::read(procs, chunk, sizeof chunk)) != 0;) {
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      break;  // the cgroup went away meanwhile: what was read counts
-    }
-    buffer.append(chunk, static_cast<std::size_t>(got));
-  }
-  ::close(procs);
-  // Whitespace-separated numbers (one per line); the first thing that is not one ends the list.
+// Appends the pids of a cgroup.procs content: whitespace-separated numbers (one per line); the
+// first thing that is not one ends the list.
+void parse_procs(std::string_view text, std::vector<int>& pids) {
   constexpr std::string_view kSpace = " \t\n";
-  std::string_view rest = buffer;
-  for (auto begin = rest.find_first_not_of(kSpace); begin != std::string_view::npos;
-       begin = rest.find_first_not_of(kSpace)) {
-    rest.remove_prefix(begin);
-    auto field = rest.substr(0, rest.find_first_of(kSpace));
-    rest.remove_prefix(field.size());
+  for (auto begin = text.find_first_not_of(kSpace); begin != std::string_view::npos;
+       begin = text.find_first_not_of(kSpace)) {
+    text.remove_prefix(begin);
+    auto field = text.substr(0, text.find_first_of(kSpace));
+    text.remove_prefix(field.size());
     std::uint64_t pid = 0;
     if (!parse_uint(field, pid)) break;
     pids.push_back(static_cast<int>(pid));
   }
+}
+
+bool on_cgroup2(const std::string& path) {
+  struct statfs info {};
+  return ::statfs(path.c_str(), &info) == 0 && static_cast<unsigned long>(info.f_type) == CGROUP2_SUPER_MAGIC;
+}
+
+// Appends the pids listed in the cgroup.procs file at `path` (nothing when it is gone).
+void read_procs(const std::string& path, std::vector<int>& pids, std::string& buffer) {
+  Fd procs(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (procs.get() < 0) return;
+  // A read error: the cgroup went away meanwhile, and what was read counts.
+  if (pread_whole(procs.get(), buffer, false) != 0) buffer.clear();
+  parse_procs(buffer, pids);
 }
 
 }  // namespace
@@ -333,27 +336,58 @@ struct CgroupTreeNode {
   std::string path;
   nlink_t links = 0;  // at the last listing; 0: list it (never listed, or a count the file system does not keep)
   std::vector<CgroupTreeNode> children;
+  // On cgroup v2, the directory and its cgroup.procs stay open while the FdBudget allows: a
+  // round costs an fstat and a pread per cgroup instead of two path lookups, an open and a
+  // close. (cgroup v1 answers a held cgroup.procs read again from 0 with the list it made
+  // before, for as long as that list is cached: there it is opened each time.)
+  HeldFd dir, procs;
 
-  // Appends the pids of this directory and its descendants; false when it is gone.
-  bool collect(std::vector<int>& pids, std::string& buffer) {
-    struct stat info;
-    if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return false;
-    read_procs(path + "/cgroup.procs", pids, buffer);
-    if (info.st_nlink == 2) {  // a leaf, as most job directories are
+  // Appends the pids of this directory and its descendants; false when it is gone. `hold`: the
+  // tree is on cgroup v2.
+  bool collect(std::vector<int>& pids, std::string& buffer, bool hold) {
+    nlink_t nlink = 0;
+    if (!read_self(pids, buffer, hold, nlink)) return false;
+    if (nlink == 2) {  // a leaf, as most job directories are
       children.clear();
       links = 2;
       return true;
     }
-    const bool listed = links == 0 || info.st_nlink != links;
-    if (listed) list(info.st_nlink);
+    const bool listed = links == 0 || nlink != links;
+    if (listed) list(nlink);
     bool all_there = true;
-    for (auto& child : children) all_there = child.collect(pids, buffer) && all_there;
+    for (auto& child : children) all_there = child.collect(pids, buffer, hold) && all_there;
     if (!all_there && !listed) {
       // A child went, maybe as another came (the same count): list again and read the new ones
       // (a pid read twice is dropped by the caller).
-      list(info.st_nlink);
-      for (auto& child : children) child.collect(pids, buffer);
+      list(nlink);
+      for (auto& child : children) child.collect(pids, buffer, hold);
     }
+    return true;
+  }
+
+  // Appends the pids this directory lists and gives its link count; false when it is gone.
+  bool read_self(std::vector<int>& pids, std::string& buffer, bool hold, nlink_t& nlink) {
+    struct stat info;
+    if (procs) {
+      // A removed cgroup fails the read (ENODEV); a removed directory elsewhere has no links.
+      if (::fstat(dir.get(), &info) == 0 && info.st_nlink != 0 && pread_whole(procs.get(), buffer, false) == 0) {
+        nlink = info.st_nlink;
+        parse_procs(buffer, pids);
+        return true;
+      }
+      dir.reset();  // gone, or gone and made again: looked up by its path below
+      procs.reset();
+    }
+    if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return false;
+    nlink = info.st_nlink;
+    if (hold && dir.open_at(AT_FDCWD, path.c_str(), O_RDONLY | O_DIRECTORY) == 0 &&
+        procs.open_at(dir.get(), "cgroup.procs", O_RDONLY) == 0 && pread_whole(procs.get(), buffer, false) == 0) {
+      parse_procs(buffer, pids);
+      return true;
+    }
+    dir.reset();  // no budget left, not a cgroup, or not a cgroup file system: read it once
+    procs.reset();
+    read_procs(path + "/cgroup.procs", pids, buffer);
     return true;
   }
 
@@ -386,9 +420,10 @@ struct CgroupTreeNode {
 };
 
 struct JobDirectory::ProcessListing {
-  explicit ProcessListing(std::string directory) : tree(std::move(directory)) {}
+  explicit ProcessListing(std::string directory) : tree(std::move(directory)), hold(on_cgroup2(tree.path)) {}
 
   CgroupTreeNode tree;
+  bool hold;  // cgroup v2: its descriptors are kept open
   std::int64_t at_ns = 0;
   bool listed = false;
   std::vector<int> pids;
@@ -537,7 +572,7 @@ std::vector<int> JobDirectory::pids(const JobCgroup& job) {
   std::vector<int> pids;
   CgroupTreeNode tree(job.any_dir());
   std::string buffer;
-  if (!tree.path.empty()) tree.collect(pids, buffer);
+  if (!tree.path.empty()) tree.collect(pids, buffer, false);
   return sorted_unique(std::move(pids));
 }
 
@@ -563,7 +598,7 @@ std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_n
   if (listing->listed && listing->at_ns == at_ns) return listing->pids;
   std::vector<int> pids;
   std::string buffer;
-  listing->tree.collect(pids, buffer);
+  listing->tree.collect(pids, buffer, listing->hold);
   listing->pids = sorted_unique(std::move(pids));
   listing->at_ns = at_ns;
   listing->listed = true;

@@ -2,14 +2,148 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/magic.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
 #include "sensor.h"
 
 namespace fructosa::sensors {
+
+namespace {
+
+std::size_t initial_fd_budget() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;
+  return static_cast<std::size_t>(limit.rlim_cur / 4);
+}
+
+std::atomic<std::size_t>& fd_budget_limit() {
+  static std::atomic<std::size_t> limit{initial_fd_budget()};
+  return limit;
+}
+
+std::atomic<std::size_t> fd_budget_held{0};
+
+// Kernel-generated files: re-read in place; a removed one fails its reads.
+bool generated_file(int fd) {
+  struct statfs info {};
+  if (::fstatfs(fd, &info) != 0) return false;
+  switch (static_cast<unsigned long>(info.f_type)) {
+    case PROC_SUPER_MAGIC:
+    case SYSFS_MAGIC:
+    case CGROUP_SUPER_MAGIC:
+    case CGROUP2_SUPER_MAGIC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+bool FdBudget::take(std::size_t descriptors) {
+  std::size_t held = fd_budget_held.load(std::memory_order_relaxed);
+  do {
+    if (held + descriptors > fd_budget_limit().load(std::memory_order_relaxed)) return false;
+  } while (!fd_budget_held.compare_exchange_weak(held, held + descriptors, std::memory_order_relaxed));
+  return true;
+}
+
+void FdBudget::give(std::size_t descriptors) { fd_budget_held.fetch_sub(descriptors, std::memory_order_relaxed); }
+
+std::size_t FdBudget::held() { return fd_budget_held.load(std::memory_order_relaxed); }
+
+void FdBudget::set_limit(std::size_t limit) { fd_budget_limit().store(limit, std::memory_order_relaxed); }
+
+bool kernel_generated(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  return fd.get() >= 0 && generated_file(fd.get());
+}
+
+int HeldFd::open_at(int dir, const char* name, int flags) {
+  reset();
+  if (!FdBudget::take(1)) return ENOBUFS;
+  int fd = ::openat(dir, name, flags | O_CLOEXEC);
+  if (fd < 0) {
+    int error = errno;
+    FdBudget::give(1);
+    return error;
+  }
+  fd_ = fd;
+  return 0;
+}
+
+void HeldFd::reset() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  fd_ = -1;
+  FdBudget::give(1);
+}
+
+int pread_whole(int fd, std::string& buffer, bool one_piece) {
+  if (buffer.size() < 4096) buffer.resize(4096);
+  std::size_t used = 0;
+  for (;;) {
+    ssize_t got = ::pread(fd, buffer.data() + used, buffer.size() - used, static_cast<off_t>(used));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (got == 0) break;
+    used += static_cast<std::size_t>(got);
+    if (used < buffer.size()) {
+      if (one_piece) break;
+      continue;
+    }
+    if (one_piece) {  // cut at the buffer's end: read it all again into a bigger one
+      buffer.resize(buffer.size() * 2);
+      used = 0;
+      continue;
+    }
+    buffer.resize(buffer.size() * 2);
+  }
+  buffer.resize(used);
+  return 0;
+}
+
+std::optional<std::string_view> HeldFiles::read(const std::string& path, bool one_piece) {
+  auto found = files_.find(path);
+  if (found != files_.end()) {
+    Entry& entry = found->second;
+    entry.read = true;
+    struct stat info {};
+    bool current = entry.generated || (::fstat(entry.fd.get(), &info) == 0 && info.st_nlink > 0);
+    if (current && pread_whole(entry.fd.get(), buffer_, one_piece && entry.generated) == 0) return std::string_view(buffer_);
+    files_.erase(found);  // gone, or replaced by another file at the same path: open it again
+  }
+  Entry entry;
+  int error = entry.fd.open_at(AT_FDCWD, path.c_str(), O_RDONLY);
+  if (error == ENOBUFS) {  // no budget left: open, read, close
+    Fd once(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (once.get() < 0 || pread_whole(once.get(), buffer_, one_piece && generated_file(once.get())) != 0)
+      return std::nullopt;
+    return std::string_view(buffer_);
+  }
+  if (error != 0) return std::nullopt;
+  entry.generated = generated_file(entry.fd.get());
+  if (pread_whole(entry.fd.get(), buffer_, one_piece && entry.generated) != 0) return std::nullopt;
+  files_.emplace(path, std::move(entry));
+  return std::string_view(buffer_);
+}
+
+void HeldFiles::sweep() {
+  for (auto file = files_.begin(); file != files_.end();) {
+    if (std::exchange(file->second.read, false)) ++file;
+    else file = files_.erase(file);
+  }
+}
 
 ProcFile::~ProcFile() {
   if (fd_ >= 0) ::close(fd_);

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 
 namespace fructosa::sensors {
@@ -33,6 +36,84 @@ class Fd {
 
  private:
   int fd_ = -1;
+};
+
+// Descriptors that sensors keep open between rounds (per-job and per-process files) come out of
+// one process-wide budget, a quarter of the soft RLIMIT_NOFILE as it is when first asked (lagent
+// raises it to the hard limit at start), so that held files never leave the agent short of
+// descriptors for its sockets, spool and perf counters. Without budget, a file is opened, read
+// and closed each time, as it would be without holding.
+class FdBudget {
+ public:
+  static bool take(std::size_t descriptors);
+  static void give(std::size_t descriptors);
+  static std::size_t held();
+  // Tests: a budget of `limit` descriptors from now on.
+  static void set_limit(std::size_t limit);
+};
+
+// A descriptor held under the FdBudget (or none: not opened, or no budget left).
+class HeldFd {
+ public:
+  HeldFd() = default;
+  HeldFd(HeldFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  HeldFd& operator=(HeldFd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~HeldFd() { reset(); }
+  // Opens `name` relative to the directory `dir` (or an absolute path, dir ignored) when the
+  // budget has a descriptor left; 0, ENOBUFS when it has not, or open's errno.
+  int open_at(int dir, const char* name, int flags);
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// Reads the open file `fd` whole from its start into `buffer` (reused: it grows to fit and
+// stays); 0 or an errno. `one_piece`: the kernel generates the file in one go (single_open
+// procfs files such as /proc/<pid>/stat, status, io; one-record cgroup and sysfs files), so a
+// read shorter than the buffer is all of it. Otherwise (listings such as cgroup.procs, regular
+// files) it reads until the end: seq_file hands out about a page per call.
+int pread_whole(int fd, std::string& buffer, bool one_piece);
+
+// True when `path` is on procfs, sysfs or a cgroup file system: its files are generated at each
+// read, and one that is removed fails its reads (a held descriptor of a regular file would go
+// on reading what was deleted).
+bool kernel_generated(const std::string& path);
+
+// Files read each round by path and kept open between rounds while the FdBudget allows, so that
+// a round costs one pread per file instead of an open, reads and a close. A file whose read
+// fails (a cgroup removed: ENODEV; a process gone: ESRCH) or that was deleted (a regular file:
+// its link count is 0) is opened again by its path once. Files that no read asked for between
+// two sweeps (their job or process ended) are closed at the sweep.
+class HeldFiles {
+ public:
+  HeldFiles() = default;
+  HeldFiles(const HeldFiles&) = delete;
+  HeldFiles& operator=(const HeldFiles&) = delete;
+
+  // The content of the file at `path` (valid until the next read), or nullopt when it cannot be
+  // read (gone, or never there). `one_piece` as for pread_whole.
+  std::optional<std::string_view> read(const std::string& path, bool one_piece = true);
+  // Closes the files not read since the last sweep.
+  void sweep();
+  std::size_t size() const { return files_.size(); }
+
+ private:
+  struct Entry {
+    HeldFd fd;
+    bool generated = true;  // procfs, sysfs or cgroupfs: made afresh at each read
+    bool read = true;       // since the last sweep
+  };
+  std::unordered_map<std::string, Entry> files_;
+  std::string buffer_;
 };
 
 class ProcFile {

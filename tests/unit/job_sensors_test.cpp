@@ -7,6 +7,9 @@
 // the child's write() I/O and CPU time must show up in its job, and a job's totals must not
 // go down when one of its processes ends. Taskstats also needs CAP_NET_ADMIN, and its
 // message without it is checked by dropping the capability from this thread.
+// The files JobProc, JobCgroup and the cgroup walk keep open between rounds (HeldFiles,
+// FdBudget) are checked on regular files, on real /proc entries of processes that end while
+// still listed, on the live cgroup, and with no budget at all.
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include <linux/magic.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -32,6 +36,7 @@
 #include <vector>
 
 #include "jobs.h"
+#include "procfs.h"
 #include "sensor.h"
 #include "taskstats_netlink.h"
 #include "test_support.h"
@@ -512,6 +517,202 @@ TEST(JobSensorsLive, JobTotalsDoNotGoDownWhenAProcessEnds) {
   EXPECT_GE(t2.at(4242, "write_syscalls"), 2 * kWrites);
   for (const auto& [key, value] : t1.values.at(4242))
     if (stats.definition->catalog->find(key)->kind == Kind::counter) { EXPECT_GE(t2.at(4242, key), value) << key; }
+}
+
+// ---------------------------------------------------------------------------------------
+// Held files
+
+// Sets the FdBudget's limit for the life of the object.
+class BudgetLimit {
+ public:
+  explicit BudgetLimit(std::size_t limit) { FdBudget::set_limit(limit); }
+  ~BudgetLimit() { FdBudget::set_limit(1024); }
+};
+
+TEST(HeldFiles, RereadsInPlaceFollowsReplacedFilesAndClosesWhatNoRoundRead) {
+  test::TempDir dir;
+  const std::string a = dir.file("a"), b = dir.file("b");
+  write_file(a, "1\n");
+  write_file(b, "x\n");
+  const std::size_t before = FdBudget::held();
+  {
+    HeldFiles files;
+    EXPECT_EQ(files.read(a).value_or("?"), "1\n");
+    EXPECT_EQ(files.read(b).value_or("?"), "x\n");
+    EXPECT_EQ(FdBudget::held(), before + 2);
+    write_file(a, "22\n");  // rewritten in place
+    EXPECT_EQ(files.read(a).value_or("?"), "22\n");
+    // Replaced by another file at the same path (as a job's cgroup made again): the new one.
+    write_file(dir.file("a.new"), "333\n");
+    fs::rename(dir.file("a.new"), a);
+    EXPECT_EQ(files.read(a).value_or("?"), "333\n");
+    fs::remove(b);
+    EXPECT_FALSE(files.read(b).has_value());
+    EXPECT_FALSE(files.read(dir.file("never")).has_value());
+    files.sweep();  // a was read since the start: kept
+    EXPECT_EQ(files.size(), 1u);
+    files.sweep();  // not read since the last sweep: closed
+    EXPECT_EQ(files.size(), 0u);
+    EXPECT_EQ(FdBudget::held(), before);
+    // A big file, read whole.
+    std::string big(100000, 'z');
+    write_file(a, big);
+    EXPECT_EQ(files.read(a).value_or("?"), big);
+    {
+      BudgetLimit none(0);  // nothing may be held: read each time, the same content
+      HeldFiles unheld;
+      EXPECT_EQ(unheld.read(b).has_value(), false);
+      write_file(b, "y\n");
+      EXPECT_EQ(unheld.read(b).value_or("?"), "y\n");
+      EXPECT_EQ(unheld.size(), 0u);
+    }
+  }
+  EXPECT_EQ(FdBudget::held(), before);
+}
+
+// A child process that only waits to be killed.
+pid_t sleeping_child() {
+  pid_t pid = ::fork();
+  if (pid == 0)
+    for (;;) ::pause();
+  return pid;
+}
+
+void kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+TEST(JobProcLive, HeldFilesOfAProcessThatEndedWhileStillListedCountNothing) {
+  // The job's cgroup.procs is a regular file naming two real processes, read under /proc.
+  test::TempDir dir;
+  fs::create_directories(dir.file("job_7"));
+  pid_t first = sleeping_child(), second = sleeping_child();
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  write_file(dir.file("job_7/cgroup.procs"), std::to_string(first) + "\n" + std::to_string(second) + "\n");
+  const std::size_t before = FdBudget::held();
+  for (std::size_t limit : {std::size_t{1024}, std::size_t{0}}) {
+    SCOPED_TRACE("budget " + std::to_string(limit));
+    BudgetLimit budget(limit);
+    Rig proc("JobProc", {unified_job(7, dir.file("job_7"))}, Roots{});
+    Reading r1 = read(proc);
+    ASSERT_EQ(r1.unavailable, "");
+    EXPECT_EQ(r1.at(7, "processes"), 2);
+    EXPECT_GT(r1.at(7, "vm_rss"), 0);
+    EXPECT_EQ(FdBudget::held(), before + (limit ? 6 : 0));  // stat, status and io of each
+    Reading r2 = read(proc);
+    EXPECT_EQ(r2.at(7, "processes"), 2);
+    EXPECT_GT(r2.at(7, "vm_rss"), 0);
+  }
+  // The first process ends but cgroup.procs still names it (the cgroup not read again yet):
+  // its held files answer ESRCH, its /proc directory is gone, and it is not counted.
+  Rig proc("JobProc", {unified_job(7, dir.file("job_7"))}, Roots{});
+  EXPECT_EQ(read(proc).at(7, "processes"), 2);
+  kill_and_reap(first);
+  Reading r3 = read(proc);
+  EXPECT_EQ(r3.at(7, "processes"), 1);
+  EXPECT_EQ(FdBudget::held(), before + 3);
+  kill_and_reap(second);
+  EXPECT_EQ(read(proc).at(7, "processes"), 0);
+  EXPECT_EQ(FdBudget::held(), before);
+}
+
+// A cgroup v2 hierarchy mounted for the test in a temporary directory, with a job directory.
+class TestCgroup2 {
+ public:
+  TestCgroup2() {
+    if (::geteuid() != 0) {
+      why_ = "not root: cannot mount cgroup2";
+      return;
+    }
+    if (::mount("none", mount_.path().c_str(), "cgroup2", 0, nullptr) != 0) {
+      why_ = std::string("mount -t cgroup2: ") + std::strerror(errno);
+      return;
+    }
+    mounted_ = true;
+    dir_ = mount_.path() + "/job_4343";
+    if (::mkdir(dir_.c_str(), 0755) != 0) {
+      why_ = "mkdir " + dir_ + ": " + std::strerror(errno);
+      dir_.clear();
+    }
+  }
+  ~TestCgroup2() {
+    if (!dir_.empty()) {
+      std::ifstream procs(dir_ + "/cgroup.procs");
+      for (long pid; procs >> pid;) std::ofstream(mount_.path() + "/cgroup.procs") << pid << "\n";
+      ::rmdir(dir_.c_str());
+    }
+    if (mounted_) ::umount2(mount_.path().c_str(), MNT_DETACH);
+  }
+  bool ok() const { return !dir_.empty(); }
+  const std::string& why() const { return why_; }
+  bool add(pid_t pid) {
+    std::ofstream procs(dir_ + "/cgroup.procs");
+    procs << pid << "\n";
+    procs.flush();
+    return procs.good();
+  }
+  JobCgroup job() const { return unified_job(4343, dir_); }
+
+ private:
+  test::TempDir mount_;
+  bool mounted_ = false;
+  std::string dir_, why_;
+};
+
+// JobProc and JobCgroup on a live job of two processes, one of which ends, with and without
+// descriptors in the budget. `walk_held`: descriptors the cgroup walk holds for the job.
+template <class Cgroup>
+void held_files_follow_the_job(Cgroup& cgroup, std::size_t walk_held) {
+  const std::uint64_t id = cgroup.job().id;
+  pid_t first = sleeping_child(), second = sleeping_child();
+  ASSERT_GT(first, 0);
+  ASSERT_GT(second, 0);
+  ASSERT_TRUE(cgroup.add(first));
+  ASSERT_TRUE(cgroup.add(second));
+  const std::size_t before = FdBudget::held();
+  {
+    BudgetLimit none(0);
+    Rig proc("JobProc", {cgroup.job()}, Roots{});
+    Rig accounting("JobCgroup", {cgroup.job()}, Roots{});
+    EXPECT_EQ(read(proc).at(id, "processes"), 2);
+    EXPECT_EQ(read(accounting).at(id, "tasks"), 2);
+    EXPECT_EQ(FdBudget::held(), before);
+  }
+  {
+    Rig proc("JobProc", {cgroup.job()}, Roots{});
+    Rig accounting("JobCgroup", {cgroup.job()}, Roots{});
+    EXPECT_EQ(read(proc).at(id, "processes"), 2);
+    const std::size_t with_proc = FdBudget::held();
+    EXPECT_EQ(with_proc, before + 3 * 2 + walk_held);  // stat, status and io of each process
+    Reading a1 = read(accounting);
+    EXPECT_EQ(a1.at(id, "tasks"), 2);
+    EXPECT_GT(FdBudget::held(), with_proc);  // the job's accounting files
+    kill_and_reap(second);
+    Reading p2 = read(proc), a2 = read(accounting);
+    EXPECT_EQ(p2.at(id, "processes"), 1);
+    EXPECT_EQ(a2.at(id, "tasks"), 1);
+    EXPECT_GE(a2.at(id, "cpu.usage"), a1.at(id, "cpu.usage"));
+    kill_and_reap(first);
+    EXPECT_EQ(read(proc).at(id, "processes"), 0);
+    EXPECT_EQ(read(accounting).at(id, "tasks"), 0);
+  }
+  EXPECT_EQ(FdBudget::held(), before);
+}
+
+TEST(JobSensorsLive, HeldFilesFollowAJobOnCgroupV1) {
+  TestCgroup cgroup;
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.why();
+  held_files_follow_the_job(cgroup, 0);  // v1 caches a held cgroup.procs's list: not held
+}
+
+TEST(JobSensorsLive, HeldFilesFollowAJobOnCgroupV2) {
+  TestCgroup2 cgroup;
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.why();
+  held_files_follow_the_job(cgroup, 2);  // the job's directory and its cgroup.procs
 }
 
 }  // namespace
