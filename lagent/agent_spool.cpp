@@ -219,12 +219,27 @@ AgentSpool::AgentSpool(std::filesystem::path directory, std::uint64_t max_bytes)
       ::close(lock_fd_);
     }
     if (acked_fd_ >= 0) ::close(acked_fd_);
+    if (reserved_fd_ >= 0) ::close(reserved_fd_);
     ::close(dir_fd_);
     throw;
   }
 }
 
 AgentSpool::~AgentSpool() {
+  // A clean stop: everything on disk, and the next start continues right after the last number
+  // used (no reserved numbers skipped).
+  try {
+    sync();
+    if (reserved_fd_ >= 0 && reserved_ != next_sequence_ - 1) {
+      reserved_ = next_sequence_ - 1;
+      if (!write_all_at(reserved_fd_, encode_state(reserved_), 0) || ::fdatasync(reserved_fd_) != 0)
+        spdlog::warn("spool {}: cannot write {}: {}", directory_.string(), (directory_ / "reserved").string(),
+                     errno_text());
+    }
+  } catch (const SpoolError& error) {
+    spdlog::error("{}", error.what());
+  }
+  if (reserved_fd_ >= 0) ::close(reserved_fd_);
   for (auto& segment : segments_) ::close(segment.fd);
   if (acked_fd_ >= 0) {
     ::fdatasync(acked_fd_);  // a clean stop leaves nothing to resend twice
@@ -287,10 +302,10 @@ void AgentSpool::scan() {
   // Without `acked`, every batch found is sent again (lmaster drops those it has).
   if (!have_acked) acked_ = first_kept ? first_kept - 1 : 0;
   next_sequence_ = std::max({acked_ + 1, last + 1, std::uint64_t{1}});
-
   std::uint64_t stored = 0;
   bool have_session = read_state(directory_ / "session", stored);
-  if (have_session && (have_acked || first_kept || !segments_.empty())) {
+  const bool new_session = !(have_session && (have_acked || first_kept || !segments_.empty()));
+  if (!new_session) {
     session_ = stored;
   } else {
     // A new session: first start, or the sequence position is lost (a session may never
@@ -317,11 +332,28 @@ void AgentSpool::scan() {
       throw SpoolError(fmt::format("cannot rename {}: {}", temporary.string(), errno_text()));
     ::fsync(dir_fd_);
   }
+  // Numbers up to `reserved` may have reached lmaster with batches the spool no longer has (an
+  // unclean stop, a power cut, a damaged segment): within the session, none is given again.
+  bool skipped = false;
+  std::uint64_t reserved_on_disk = 0;
+  if (!new_session && read_state(directory_ / "reserved", reserved_on_disk) && reserved_on_disk >= next_sequence_) {
+    spdlog::warn("spool {}: sequences up to {} may have been used by batches it no longer has (lagent did not "
+                 "stop cleanly, or the disk lost them); continuing at {} (lmaster reports the ones it never "
+                 "got, {}..{}, as never arrived)",
+                 directory_.string(), reserved_on_disk, reserved_on_disk + 1, next_sequence_, reserved_on_disk);
+    next_sequence_ = reserved_on_disk + 1;
+    skipped = true;
+  }
   auto acked_path = directory_ / "acked";
   acked_fd_ = ::open(acked_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
   if (acked_fd_ < 0) throw SpoolError(fmt::format("cannot open {}: {}", acked_path.string(), errno_text()));
   write_acked();
   ::fdatasync(acked_fd_);
+  auto reserved_path = directory_ / "reserved";
+  reserved_fd_ = ::open(reserved_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (reserved_fd_ < 0) throw SpoolError(fmt::format("cannot open {}: {}", reserved_path.string(), errno_text()));
+  reserved_ = next_sequence_ - 1;
+  if (new_session || skipped) reserve(reserved_);  // the old session's (or skipped) numbers no longer count
 
   // Segments wholly acknowledged go, except the last, which appends continue.
   while (segments_.size() > 1 &&
@@ -329,7 +361,7 @@ void AgentSpool::scan() {
     remove_front_segment();
   if (!empty() || !found.empty())
     spdlog::info("spool {}: session {:016x}, {} batch(es) ({} bytes) kept for lmaster, next sequence {}",
-                 directory_.string(), session_, next_sequence_ - first_sequence(), bytes_, next_sequence_);
+                 directory_.string(), session_, stats().batches, bytes_, next_sequence_);
 }
 
 void AgentSpool::scan_segment(const std::filesystem::path& path, std::uint64_t first_sequence) {
@@ -402,10 +434,10 @@ void AgentSpool::scan_segment(const std::filesystem::path& path, std::uint64_t f
   segments_.push_back(std::move(segment));
 }
 
-std::uint64_t AgentSpool::first_sequence() const {
+std::uint64_t AgentSpool::next_kept(std::uint64_t sequence) const {
   for (const auto& segment : segments_) {
     std::uint64_t end = segment.first_sequence + segment.records.size();
-    std::uint64_t first = std::max(segment.first_sequence, acked_ + 1);
+    std::uint64_t first = std::max({segment.first_sequence, acked_ + 1, sequence});
     if (first < end) return first;
   }
   return next_sequence_;
@@ -491,8 +523,9 @@ std::uint64_t AgentSpool::append(const std::vector<Sample>& samples) {
     remove_front_segment();
   }
 
+  if (next_sequence_ > reserved_) reserve(next_sequence_ + kReservedBatches - 1);
   Segment& segment = segments_.back();
-  if (!write_all_at(segment.fd, record, segment.bytes) || ::fdatasync(segment.fd) != 0) {
+  if (!write_all_at(segment.fd, record, segment.bytes)) {
     std::string reason = errno_text();
     [[maybe_unused]] int ignored = ::ftruncate(segment.fd, static_cast<off_t>(segment.bytes));
     throw SpoolError(fmt::format("cannot write {}: {}", segment_path(segment.first_sequence).string(), reason));
@@ -500,8 +533,34 @@ std::uint64_t AgentSpool::append(const std::vector<Sample>& samples) {
   segment.records.push_back({segment.bytes, static_cast<std::uint32_t>(record.size()),
                              static_cast<std::uint32_t>(samples.size())});
   segment.bytes += record.size();
+  segment.unsynced = true;
   bytes_ += record.size();
+  if (!unsynced_from_) {
+    unsynced_from_ = next_sequence_;
+    unsynced_since_ = std::chrono::steady_clock::now();
+  }
   return next_sequence_++;
+}
+
+void AgentSpool::reserve(std::uint64_t through) {
+  if (!write_all_at(reserved_fd_, encode_state(through), 0) || ::fdatasync(reserved_fd_) != 0)
+    throw SpoolError(fmt::format("cannot write {}: {}", (directory_ / "reserved").string(), errno_text()));
+  reserved_ = through;
+}
+
+void AgentSpool::sync() {
+  for (auto& segment : segments_) {
+    if (!segment.unsynced) continue;
+    if (::fdatasync(segment.fd) != 0)
+      throw SpoolError(fmt::format("cannot sync {}: {}", segment_path(segment.first_sequence).string(), errno_text()));
+    segment.unsynced = false;
+  }
+  unsynced_from_ = 0;
+}
+
+std::optional<std::chrono::steady_clock::time_point> AgentSpool::unsynced_since() const {
+  if (!unsynced_from_) return std::nullopt;
+  return unsynced_since_;
 }
 
 const AgentSpool::Record& AgentSpool::record(std::uint64_t sequence, const Segment** found) const {
@@ -544,6 +603,13 @@ void AgentSpool::acknowledge(std::uint64_t sequence) {
   }
   acked_ = sequence;
   write_acked();
+  // lmaster has these on disk: they need no sync of their own.
+  if (unsynced_from_ && sequence >= next_sequence_ - 1) {
+    unsynced_from_ = 0;
+    for (auto& segment : segments_) segment.unsynced = false;
+  } else if (unsynced_from_ && sequence >= unsynced_from_) {
+    unsynced_from_ = sequence + 1;
+  }
   bool synced = false;
   while (segments_.size() > 1 && segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_) {
     if (!synced) ::fdatasync(acked_fd_);  // before a segment goes, `acked` must cover it
@@ -555,7 +621,11 @@ void AgentSpool::acknowledge(std::uint64_t sequence) {
 SpoolStats AgentSpool::stats() const {
   SpoolStats stats = dropped_;
   stats.bytes = bytes_;
-  stats.batches = next_sequence_ - first_sequence();
+  for (const auto& segment : segments_) {
+    std::uint64_t end = segment.first_sequence + segment.records.size();
+    std::uint64_t first = std::max(segment.first_sequence, acked_ + 1);
+    if (first < end) stats.batches += end - first;
+  }
   return stats;
 }
 

@@ -20,14 +20,23 @@
 // table of that record), and the sender encodes them under the running dictionary when it
 // (re)sends, keeping the record's sequence number.
 //
-// Durability: append() writes the record and fdatasync()s the segment before it returns, so a
-// batch is on disk before it is ever sent (a sent batch can be acknowledged, and a sequence
-// number lmaster has seen is never given to another batch). Measured on the 2-core build VM
-// (unit test AgentSpool.PrintsAppendCost, 20-sample batch): 0.2 ms per append on a quiet disk,
-// ~5 ms under concurrent builds; lagent makes at most one batch per batch_delay (50 ms),
-// typically one per sampling period. `acked` is not synced on every write
-// (a stale value after a power cut only resends batches lmaster drops as duplicates); it is
-// synced before a segment is deleted, so sequences never go backwards.
+//   reserved         the highest sequence that may have been handed out (u64 + CRC32): written
+//                    and synced ahead, kReservedBatches at a time, and set back to the last one
+//                    used at a clean stop.
+//
+// Durability: a sequence number lmaster has seen is never given to another batch, and a batch
+// is on disk from the moment it is made until lmaster acknowledges it, short of a power cut
+// in the second after it was made. append() writes the record (page cache: it survives lagent
+// being killed) and returns at once; sync() makes the records durable, and the sender calls it
+// when a batch has waited sync_delay (1 s) without an acknowledgement. While lmaster answers,
+// batches are acknowledged within milliseconds (lmaster's journal has them on disk by then) and
+// never need a flush of their own: this was an fdatasync per batch, 30 % of the sender's CPU
+// and a disk flush every second on every node. What keeps numbers unique across a power cut,
+// which may take the last unsynced batches with it, is `reserved`: append() syncs it before it
+// hands out a number beyond it, and a spool opened after an unclean stop continues after it
+// (lmaster then logs the numbers skipped as never arrived). `acked` is not synced on every
+// write (a stale value after a power cut only resends batches lmaster drops as duplicates); it
+// is synced before a segment is deleted, so sequences never go backwards.
 //
 // Recovery (after kill -9 or a power cut): segments are scanned at open; a record whose header,
 // length or CRC is wrong, or whose sequence does not follow, ends its segment: the file is cut
@@ -38,9 +47,11 @@
 // counted (stats().dropped_batches / dropped_samples) and logged with their sequence range.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -77,13 +88,24 @@ class AgentSpool {
   // The sequence the next append gets.
   std::uint64_t next_sequence() const { return next_sequence_; }
   // The oldest batch kept (== next_sequence() when nothing is kept).
-  std::uint64_t first_sequence() const;
+  std::uint64_t first_sequence() const { return next_kept(0); }
+  // The first batch kept at or after `sequence` (== next_sequence() when none is): the numbers
+  // kept need not follow each other (dropped batches, numbers skipped after an unclean stop).
+  std::uint64_t next_kept(std::uint64_t sequence) const;
   bool empty() const { return first_sequence() == next_sequence_; }
 
-  // Keeps `samples` as batch next_sequence(), durably; returns its sequence, or 0 when the batch
-  // alone is larger than the budget (then it is counted as dropped). Older unacknowledged
-  // batches may be dropped (counted, logged) to make room. Throws SpoolError on a disk error.
+  // Keeps `samples` as batch next_sequence() (durable once synced, see above); returns its
+  // sequence, or 0 when the batch alone is larger than the budget (then it is counted as
+  // dropped). Older unacknowledged batches may be dropped (counted, logged) to make room.
+  // Throws SpoolError on a disk error.
   std::uint64_t append(const std::vector<Sample>& samples);
+
+  // Makes every appended batch durable. Throws SpoolError on a disk error.
+  void sync();
+  // Since when appended batches wait, unacknowledged, for a sync (nullopt: none).
+  std::optional<std::chrono::steady_clock::time_point> unsynced_since() const;
+  // Batches appended after the reservation ran out (one synced write of `reserved` each).
+  static constexpr std::uint64_t kReservedBatches = 64;
 
   // The samples of a kept batch (host left empty). Throws SpoolError when the record cannot be
   // read back.
@@ -108,6 +130,7 @@ class AgentSpool {
     std::uint64_t first_sequence = 0;  // of records[0]
     std::uint64_t bytes = 0;           // file size
     int fd = -1;
+    bool unsynced = false;  // appended to since its last fdatasync
     std::vector<Record> records;
   };
 
@@ -117,6 +140,7 @@ class AgentSpool {
   void scan_segment(const std::filesystem::path& path, std::uint64_t first_sequence);
   void open_new_segment();
   void write_acked();
+  void reserve(std::uint64_t through);
   void remove_front_segment();
   void drop_oldest_segment();
   std::filesystem::path segment_path(std::uint64_t first_sequence) const;
@@ -128,9 +152,13 @@ class AgentSpool {
   int lock_fd_ = -1;
   int dir_fd_ = -1;
   int acked_fd_ = -1;
+  int reserved_fd_ = -1;
   std::uint64_t session_ = 0;
   std::uint64_t acked_ = 0;          // highest acknowledged sequence
   std::uint64_t next_sequence_ = 1;
+  std::uint64_t reserved_ = 0;       // sequences up to it may have been handed out (synced in `reserved`)
+  std::uint64_t unsynced_from_ = 0;  // the first batch appended and not synced (0: none)
+  std::chrono::steady_clock::time_point unsynced_since_{};
   std::uint64_t bytes_ = 0;
   std::deque<Segment> segments_;     // oldest first; the last one is appended to
   SpoolStats dropped_;               // only dropped_* used

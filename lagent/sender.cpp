@@ -26,6 +26,9 @@ using Clock = std::chrono::steady_clock;
 // Encoded batches handed to the socket and not yet acknowledged stay below this (besides
 // max_unacked_batches), so a master that is away costs disk, not memory.
 constexpr std::size_t kMaxInFlightBytes = 8u << 20;
+// How long a spooled batch may wait for lmaster's acknowledgement before the spool makes it
+// durable itself (agent_spool.h, Durability): acknowledged batches are never flushed.
+constexpr auto kSpoolSyncDelay = std::chrono::seconds(1);
 
 std::int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -130,7 +133,7 @@ struct Sender::State {
   }
   std::uint64_t counters_highest_sent = 0;
 
-  // Makes a batch of what is pending: on disk first (durably), then on the wire if the window
+  // Makes a batch of what is pending: in the spool first, then on the wire if the window
   // allows; otherwise it waits in the spool.
   void send_batch() {
     std::uint64_t sequence = 0;
@@ -153,10 +156,26 @@ struct Sender::State {
     publish_counters();
   }
 
+  // Makes the spooled batches durable once the oldest has waited kSpoolSyncDelay unacknowledged.
+  void sync_spool_if_due(Clock::time_point now) {
+    auto since = spool->unsynced_since();
+    if (!since || now < *since + kSpoolSyncDelay || now < sync_retry_at) return;
+    try {
+      spool->sync();
+    } catch (const SpoolError& error) {
+      sync_retry_at = now + kSpoolSyncDelay;
+      if (failed_syncs++ % 100 == 0)
+        spdlog::error("{} ({} failed sync(s) so far; the batches stay in the page cache and are resent)",
+                      error.what(), failed_syncs);
+    }
+  }
+  std::uint64_t failed_syncs = 0;
+  Clock::time_point sync_retry_at{};
+
   // Spooled batches not sent yet (or to be sent again), oldest first, while the window allows.
   void send_unsent() {
     while (window_open() && outbox.empty() && next_to_send < spool->next_sequence()) {
-      next_to_send = std::max(next_to_send, spool->first_sequence());  // dropped ones are gone
+      next_to_send = spool->next_kept(next_to_send);  // dropped and skipped numbers have no batch
       if (next_to_send >= spool->next_sequence()) break;
       std::uint64_t sequence = next_to_send++;
       std::vector<Sample> samples;
@@ -332,6 +351,8 @@ struct Sender::State {
       if (spool && !pending.empty()) wake_at = std::min(wake_at, first_pending + batch_delay);
       if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
       wake_at = std::min(wake_at, reconnect_at);
+      if (spool)
+        if (auto since = spool->unsynced_since()) wake_at = std::min(wake_at, std::max(*since + kSpoolSyncDelay, sync_retry_at));
       auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - now).count() + 1;
       // POLLOUT while messages wait: the socket becomes writable once lmaster is connected.
       short socket_events = ZMQ_POLLIN | (spool && !outbox.empty() ? ZMQ_POLLOUT : 0);
@@ -377,6 +398,7 @@ struct Sender::State {
                                         std::chrono::duration<double>(settings.heartbeat_interval));
         send_unsent();
       }
+      sync_spool_if_due(now);
       if (stop_seen && (spool->empty() || now >= linger_deadline)) break;
     }
   }
