@@ -53,6 +53,10 @@ bool same_reading(const SensorConfig& a, const SensorConfig& b) {
 constexpr double kStopLingerSeconds = 3.0;
 // Threads that run sensor reads, so that one slow read never delays another sensor's timer.
 constexpr std::size_t kReaderThreads = 4;
+// An unavailable sensor (no battery, no GPU library, ...) is tried again after 1, 2, 4, ...
+// intervals, at most this long apart (or its interval, when longer): it comes back within
+// about a minute, and meanwhile does not rescan sysfs every second on every node.
+constexpr std::int64_t kUnavailableRetryMaxNs = 60'000'000'000;
 
 std::int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -116,6 +120,10 @@ struct SensorTask {
   std::atomic<bool> busy{false};
   std::atomic<bool> stopped{false};
   bool unavailable = false;  // touched by the reading thread only (reads never overlap)
+  // Readings that failed in a row (set by the reading thread), and the reading time of the last
+  // one handed to a reader (io thread): an unavailable sensor is tried again less and less often.
+  std::atomic<std::uint32_t> failures_in_a_row{0};
+  std::int64_t last_read = 0;
 };
 
 class Agent {
@@ -276,7 +284,10 @@ class Agent {
 
   void tick(const std::shared_ptr<SensorTask>& task) {
     std::int64_t deadline = task->deadline;
-    if (!task->busy.exchange(true)) {
+    if (retry_later(*task, deadline)) {
+      // unavailable: not read at this reading time (nor counted as missed)
+    } else if (!task->busy.exchange(true)) {
+      task->last_read = deadline;
       asio::post(pool_, [this, task, deadline] {
         read(*task, deadline);
         task->busy = false;
@@ -292,6 +303,17 @@ class Agent {
       spdlog::debug("{}: {} reading time(s) passed while the agent was busy", task->definition->name, skipped);
     }
     arm(task);
+  }
+
+  // True when the sensor failed its last readings and its next try is later than `deadline`.
+  static bool retry_later(const SensorTask& task, std::int64_t deadline) {
+    std::uint32_t failures = task.failures_in_a_row.load(std::memory_order_relaxed);
+    if (failures < 2) return false;
+    const std::int64_t interval = task.schedule.interval();
+    const std::int64_t most = std::max(kUnavailableRetryMaxNs, interval);
+    std::int64_t wait = interval;
+    for (std::uint32_t i = 1; i < failures && wait < most; ++i) wait *= 2;
+    return deadline < task.last_read + std::min(wait, most);
   }
 
   void read(SensorTask& task, std::int64_t deadline) {
@@ -311,13 +333,16 @@ class Agent {
         spdlog::info("sensor {} works again", task.definition->name);
         task.unavailable = false;
       }
+      task.failures_in_a_row.store(0, std::memory_order_relaxed);
     } catch (const sensors::SensorUnavailable& why) {
       if (!task.unavailable) spdlog::warn("sensor {} unavailable: {}", task.definition->name, why.what());
       task.unavailable = true;
+      task.failures_in_a_row.fetch_add(1, std::memory_order_relaxed);
       samples.clear();
     } catch (const std::exception& error) {
       if (!task.unavailable) spdlog::error("sensor {} failed: {}", task.definition->name, error.what());
       task.unavailable = true;
+      task.failures_in_a_row.fetch_add(1, std::memory_order_relaxed);
       samples.clear();
     }
     sensors::AgentStats::instance().record_read(

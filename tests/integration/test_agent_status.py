@@ -1,9 +1,15 @@
 """lmaster knows its agents: `up` per host in its own sensor, a log line when one falls silent
-or comes back, and `lmaster status` printing the table, which survives a master restart."""
+or comes back, and `lmaster status` printing the table, which survives a master restart.
+lagent's own view of its sensors: one that is unavailable is tried again less and less often,
+and comes back when what it reads appears."""
+import os
 import re
+import shutil
+import time
 import unittest
 
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST
+from fructosa_test import FructosaTestCase, read_text, wait_for, FIXTURES, LAGENT, LMASTER, MASTER_HOST
+from test_agent_spool import lagent_lines
 
 
 def own_lines(text):
@@ -27,6 +33,34 @@ class AgentStatusTest(FructosaTestCase):
         """The last agent.<host>.up value lmaster printed (None before any)."""
         values = re.findall(rf"agent\.{host}\.up=(\d)", read_text(self.path("lmaster.out")))
         return int(values[-1]) if values else None
+
+    def test_an_unavailable_sensor_is_tried_less_often_and_comes_back(self):
+        sys_root = self.path("sys")
+        os.makedirs(os.path.join(sys_root, "class", "power_supply"))  # no battery yet
+        master, port = self.start_master(self.EXTRA)
+        config = (self.agent_config(port, ["SensorsBattery"], interval=0.1, extra=f"sys_root = {sys_root}\n") +
+                  "[sensor:lagent]\ntime_interval = 0.5\n")
+        started = time.time_ns()
+        self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config), "-p", self.path("lagent.pid")])
+
+        def failures_after(seconds):
+            """SensorsBattery.failures in the first lagent sample `seconds` after the start."""
+            for t, values in lagent_lines(read_text(self.path("lmaster.out"))):
+                if t >= started + int(seconds * 1e9) and "SensorsBattery.failures" in values:
+                    return int(float(values["SensorsBattery.failures"]))
+            return None
+        failures = wait_for(lambda: failures_after(5), timeout=30, what="a lagent sample 5 s after the start")
+        # Tried after 1, 2, 4, 8, 16 intervals of 0.1 s: about 6 tries in 5 s, not 50.
+        self.assertGreaterEqual(failures, 4)
+        self.assertLessEqual(failures, 10)
+        self.assertEqual(read_text(self.path("lagent.err")).count("sensor SensorsBattery unavailable"), 1)
+
+        shutil.copytree(os.path.join(FIXTURES, "hw", "battery-charging", "sys", "class", "power_supply", "BAT1"),
+                        os.path.join(sys_root, "class", "power_supply", "BAT1"))
+        wait_for(lambda: "sensor SensorsBattery works again" in read_text(self.path("lagent.err")), timeout=60,
+                 what="SensorsBattery to work again")
+        wait_for(lambda: " testnode SensorsBattery " in read_text(self.path("lmaster.out")), timeout=30,
+                 what="a SensorsBattery sample")
 
     def test_up_metric_log_lines_and_status_table(self):
         master, port = self.start_master(self.EXTRA)
