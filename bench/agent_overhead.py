@@ -2,7 +2,7 @@
 """Agent overhead, side by side: lagent against collectd and prometheus-node-exporter (issue 9).
 
 Usage:
-  /usr/bin/python3 bench/agent_overhead.py [--seconds 60] [--warmup 5] [--jobs N]
+  /usr/bin/python3 bench/agent_overhead.py [--seconds 60] [--warmup 5] [--jobs N [--cgroup2]]
                                            [--sample-intervals] [--lagent PATH] [--lmaster PATH]
                                            [--compare LAGENT] [--keep]
 
@@ -39,6 +39,11 @@ as [jobs] scheduler = slurm, cgroup_root = <root>. Each job lists 1 or 2 real `s
 processes this script starts, so JobProc and Taskstats read real /proc entries and real
 netlink answers. PerfHW counts a job through the fd of its perf_event cgroup directory, which
 a generated tree cannot give: lagent reports it unavailable, and this script prints the reason.
+With --cgroup2 (root) the same layout is made of real cgroups instead, on a cgroup2 hierarchy
+mounted in the temporary directory, and each job's processes are moved into its task_0 cgroup:
+lagent then reads what the kernel generates (only the files of the controllers this kernel can
+give a cgroup2 hierarchy; none where they are all bound to cgroup v1, as on the build VM, which
+leaves cpu.stat and cgroup.procs). The cgroups and the mount are removed at the end.
 
 --compare LAGENT runs a second lagent (another build, e.g. before an optimisation) with the same
 configuration at the same time, sending to the same lmaster: row lagent_b, measured the same
@@ -208,6 +213,7 @@ class Bench:
         self.processes = {}  # name -> Popen
         self.sleepers = []
         self.files = []
+        self.cgroup2 = None  # the cgroup2 mount point of --cgroup2
 
     def path(self, *names):
         return os.path.join(self.dir, *names)
@@ -248,6 +254,8 @@ class Bench:
 
     def make_jobs(self):
         """N Slurm-like job cgroups (v2 layout) whose leaf cgroup.procs list real sleep processes."""
+        if self.args.cgroup2:
+            return self.make_real_jobs()
         root = self.path("cgroup")
         scope = os.path.join(root, "system.slice", "slurmstepd.scope")
         os.makedirs(scope)
@@ -281,6 +289,37 @@ class Bench:
                 with open(os.path.join(job_dir, name), "w") as f:
                     f.write(text)
         return root
+
+    def make_real_jobs(self):
+        """--cgroup2: the same layout as real cgroups, on a cgroup2 hierarchy mounted in the
+        temporary directory, with each job's sleep processes moved into its task_0 cgroup."""
+        root = self.path("cgroup")
+        os.makedirs(root)
+        subprocess.run(["mount", "-t", "cgroup2", "none", root], check=True)
+        self.cgroup2 = root
+        scope = os.path.join(root, "system.slice", "slurmstepd.scope")
+        for index in range(self.args.jobs):
+            task_dir = os.path.join(scope, f"job_{FIRST_JOB_ID + index}", "step_0", "user", "task_0")
+            os.makedirs(task_dir)
+            for _ in range(1 + index % 2):
+                sleeper = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL)
+                self.sleepers.append(sleeper)
+                with open(os.path.join(task_dir, "cgroup.procs"), "w") as f:  # one pid per write
+                    f.write(f"{sleeper.pid}\n")
+        return root
+
+    def remove_real_jobs(self):
+        """Removes the --cgroup2 job cgroups (their processes have ended) and the mount."""
+        if not self.cgroup2:
+            return
+        for directory, _, _ in sorted(os.walk(self.cgroup2), key=lambda entry: -len(entry[0])):
+            if directory != self.cgroup2:
+                try:
+                    os.rmdir(directory)
+                except OSError as error:
+                    print(f"cannot remove cgroup {directory}: {error}", file=sys.stderr)
+        subprocess.run(["umount", self.cgroup2], check=False)
+        self.cgroup2 = None
 
     def start_lagent(self, port, name="lagent", program=None, cgroup_root=None):
         config = (f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n"
@@ -414,6 +453,7 @@ class Bench:
                 sleeper.send_signal(signal.SIGTERM)
         for sleeper in self.sleepers:
             stop_one(f"sleep {sleeper.pid}", sleeper)
+        self.remove_real_jobs()
         for f in self.files:
             f.close()
 
@@ -431,7 +471,8 @@ def ratio(a, b):
 def report(args, rows, extra, unavailable, errors):
     mode = f"{len(SYSTEM_SENSORS)} system sensors" + (
         " at the intervals of etc/fructosa/lagent.conf" if args.sample_intervals else "") + (
-        f" + {', '.join(JOB_SENSORS)} over {args.jobs} synthetic Slurm jobs" if args.jobs else "")
+        f" + {', '.join(JOB_SENSORS)} over {args.jobs} synthetic Slurm jobs" +
+        (" (real cgroup2 cgroups)" if args.cgroup2 else "") if args.jobs else "")
     print(f"agent overhead: lagent ({mode}, {'others' if args.sample_intervals else 'all'} at 1 s), collectd ({', '.join(COLLECTD_PLUGINS)}; "
           f"Interval 1), node_exporter (defaults, scraped every 1 s)")
     context = extra["context"]
@@ -472,6 +513,8 @@ def report(args, rows, extra, unavailable, errors):
                "--seconds", f"{args.seconds:g}", "--warmup", f"{args.warmup:g}"]
     if args.jobs:
         command += ["--jobs", str(args.jobs)]
+    if args.cgroup2:
+        command += ["--cgroup2"]
     if args.sample_intervals:
         command += ["--sample-intervals"]
     if args.compare:
@@ -486,6 +529,9 @@ def main():
     parser.add_argument("--seconds", type=float, default=60, help="measurement window (default 60)")
     parser.add_argument("--warmup", type=float, default=5, help="seconds before measuring (default 5)")
     parser.add_argument("--jobs", type=int, default=0, help="synthetic Slurm jobs; > 0 turns on the per-job sensors")
+    parser.add_argument("--cgroup2", action="store_true",
+                        help="with --jobs: make the jobs real cgroups on a cgroup2 hierarchy mounted in the "
+                             "temporary directory (root only) instead of a tree of ordinary files")
     parser.add_argument("--lagent", default=os.environ.get("LAGENT", default_program("lagent")))
     parser.add_argument("--lmaster", default=os.environ.get("LMASTER", default_program("lmaster")))
     parser.add_argument("--sample-intervals", action="store_true",
@@ -498,6 +544,8 @@ def main():
     args = parser.parse_args()
     if args.seconds < 1 or args.warmup < 0 or args.jobs < 0:
         parser.error("--seconds >= 1, --warmup >= 0, --jobs >= 0")
+    if args.cgroup2 and (not args.jobs or os.geteuid() != 0):
+        parser.error("--cgroup2 needs --jobs and root (it mounts a cgroup2 hierarchy)")
     for program in ["/usr/sbin/collectd", "/usr/bin/prometheus-node-exporter"]:
         if not os.access(program, os.X_OK):
             sys.exit(f"{program} is missing (apt-get install collectd-core prometheus-node-exporter)")
