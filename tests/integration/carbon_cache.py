@@ -11,15 +11,9 @@ import subprocess
 
 import whisper
 
-from fructosa_test import read_text, wait_for
+from fructosa_test import free_port, read_text, wait_for  # free_port: also imported from here
 
 CARBON_CACHE = "/usr/bin/carbon-cache"
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class CarbonCache:

@@ -5,6 +5,7 @@ Run with /usr/bin/python3 (Debian's h5py and psutil). ctest sets LAGENT and LMAS
 built programs.
 """
 import os
+import random
 import re
 import shutil
 import signal
@@ -20,6 +21,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
 # lmaster reports its own sensor `lmaster` under this host (short host name, like the agents).
 MASTER_HOST = socket.gethostname().split(".")[0]
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a server started later on a port
+    known before (lmaster after its lagent, carbon-cache, a service from its configuration).
+    Taken below the kernel's ephemeral range: bind(0) and outgoing connections, which every
+    other test and program here uses, never get such a port, so none can take it in the
+    seconds before the server binds it (a port from bind(0), closed again, can be)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            ephemeral_low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    low = max(1024, ephemeral_low - 16384)
+    for _ in range(200):
+        port = random.randrange(low, ephemeral_low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port on 127.0.0.1 in {low}..{ephemeral_low - 1}")
 
 
 def wait_for(condition, timeout=30.0, what="condition"):

@@ -6,23 +6,17 @@ import glob
 import os
 import re
 import signal
-import socket
 import struct
 import time
 import unittest
 
 import read_hdf5
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER
+from fructosa_test import free_port, FructosaTestCase, read_text, wait_for, LAGENT, LMASTER
 
 INTERVAL_NS = 200_000_000
 SECOND_NS = 1_000_000_000
 
 
-def free_port():
-    """A port nobody listens on now (lmaster must start after lagent, on a port known before)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spooled_batches(directory):

@@ -1,7 +1,6 @@
 """lmaster's own sensor and its outputs' independence: counters reach every output, and an
 output that is down (nobody listening) neither blocks nor costs the others a sample."""
 import calendar
-import socket
 import time
 import unittest
 
@@ -9,7 +8,7 @@ import h5py
 
 import read_hdf5
 
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST
+from fructosa_test import free_port, FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST
 from pickle_sink import PickleSink
 
 
@@ -32,11 +31,6 @@ def parse_lines(text, host):
     return samples
 
 
-def free_port():
-    """A loopback port nobody listens on (bound, then closed)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def graphite_points(text, host):

@@ -9,10 +9,13 @@ BUILD_DIR is the built build directory, CMAKE the cmake to use (ctest sets both)
 import glob
 import os
 import shutil
-import socket
 import subprocess
+import sys
 import tempfile
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from fructosa_test import free_port  # noqa: E402
 
 BUILD_DIR = os.path.abspath(os.environ.get("BUILD_DIR", "build"))
 CMAKE = os.environ.get("CMAKE", "cmake")
@@ -97,9 +100,7 @@ class OpenRCTest(unittest.TestCase):
             f.write("#!/sbin/openrc-run\ndepend() { provide net; }\nstart() { return 0; }\n")
         os.chmod(os.path.join(etc, "init.d/net"), 0o755)
         data = self.path("data")
-        with socket.socket() as s:  # a port nobody listens on now
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()  # nothing listens on it now, and no other test can be handed it
         with open(self.path("lmaster.conf"), "w") as f:
             f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\ndata_dir = {data}\n[stdout]\n")
         with open(self.path("lagent.conf"), "w") as f:
