@@ -6,8 +6,8 @@
 #include <spdlog/spdlog.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/inotify.h>
 #include <linux/magic.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>

@@ -76,14 +76,13 @@ int HeldFd::open_at(int dir, const char* name, int flags) {
     FdBudget::give(1);
     return error;
   }
-  fd_ = fd;
+  fd_ = Fd(fd);
   return 0;
 }
 
 void HeldFd::reset() {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  fd_ = -1;
+  if (fd_.get() < 0) return;
+  fd_.reset();
   FdBudget::give(1);
 }
 

@@ -56,11 +56,11 @@ class FdBudget {
 class HeldFd {
  public:
   HeldFd() = default;
-  HeldFd(HeldFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  HeldFd(HeldFd&&) noexcept = default;
   HeldFd& operator=(HeldFd&& other) noexcept {
     if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
+      reset();  // gives its descriptor back to the budget
+      fd_ = std::move(other.fd_);
     }
     return *this;
   }
@@ -68,12 +68,12 @@ class HeldFd {
   // Opens `name` relative to the directory `dir` (or an absolute path, dir ignored) when the
   // budget has a descriptor left; 0, ENOBUFS when it has not, or open's errno.
   int open_at(int dir, const char* name, int flags);
-  int get() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
+  int get() const { return fd_.get(); }
+  explicit operator bool() const { return fd_.get() >= 0; }
   void reset();
 
  private:
-  int fd_ = -1;
+  Fd fd_{-1};
 };
 
 // Reads the open file `fd` whole from its start into `buffer` (reused: it grows to fit and
