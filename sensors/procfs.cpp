@@ -114,14 +114,18 @@ int pread_whole(int fd, std::string& buffer, bool one_piece) {
 
 std::optional<std::string_view> HeldFiles::read(const std::string& path, bool one_piece) {
   auto found = files_.find(path);
-  if (found != files_.end()) {
+  if (found != files_.end() && found->second.absent > 0) {
+    found->second.read = true;
+    return std::nullopt;
+  }
+  if (found != files_.end() && found->second.fd) {
     Entry& entry = found->second;
     entry.read = true;
     struct stat info {};
     bool current = entry.generated || (::fstat(entry.fd.get(), &info) == 0 && info.st_nlink > 0);
     if (current && pread_whole(entry.fd.get(), buffer_, one_piece && entry.generated) == 0) return std::string_view(buffer_);
-    files_.erase(found);  // gone, or replaced by another file at the same path: open it again
   }
+  if (found != files_.end()) files_.erase(found);  // gone, replaced, or to be looked for again
   Entry entry;
   int error = entry.fd.open_at(AT_FDCWD, path.c_str(), O_RDONLY);
   if (error == ENOBUFS) {  // no budget left: open, read, close
@@ -129,6 +133,10 @@ std::optional<std::string_view> HeldFiles::read(const std::string& path, bool on
     if (once.get() < 0 || pread_whole(once.get(), buffer_, one_piece && generated_file(once.get())) != 0)
       return std::nullopt;
     return std::string_view(buffer_);
+  }
+  if (error == ENOENT) {
+    entry.absent = kAbsentRounds;
+    files_.emplace(path, std::move(entry));
   }
   if (error != 0) return std::nullopt;
   entry.generated = generated_file(entry.fd.get());
@@ -139,8 +147,12 @@ std::optional<std::string_view> HeldFiles::read(const std::string& path, bool on
 
 void HeldFiles::sweep() {
   for (auto file = files_.begin(); file != files_.end();) {
-    if (std::exchange(file->second.read, false)) ++file;
-    else file = files_.erase(file);
+    if (!std::exchange(file->second.read, false)) {
+      file = files_.erase(file);
+      continue;
+    }
+    if (file->second.absent > 0) --file->second.absent;
+    ++file;
   }
 }
 

@@ -92,9 +92,13 @@ bool kernel_generated(const std::string& path);
 // a round costs one pread per file instead of an open, reads and a close. A file whose read
 // fails (a cgroup removed: ENODEV; a process gone: ESRCH) or that was deleted (a regular file:
 // its link count is 0) is opened again by its path once. Files that no read asked for between
-// two sweeps (their job or process ended) are closed at the sweep.
+// two sweeps (their job or process ended) are closed at the sweep. A file that does not exist
+// (a controller not enabled for a job's cgroup) is looked for again only every kAbsentRounds
+// sweeps, not at every read.
 class HeldFiles {
  public:
+  static constexpr int kAbsentRounds = 30;
+
   HeldFiles() = default;
   HeldFiles(const HeldFiles&) = delete;
   HeldFiles& operator=(const HeldFiles&) = delete;
@@ -111,6 +115,7 @@ class HeldFiles {
     HeldFd fd;
     bool generated = true;  // procfs, sysfs or cgroupfs: made afresh at each read
     bool read = true;       // since the last sweep
+    int absent = 0;         // > 0: no such file; sweeps before it is looked for again
   };
   std::unordered_map<std::string, Entry> files_;
   std::string buffer_;

@@ -548,10 +548,20 @@ TEST(HeldFiles, RereadsInPlaceFollowsReplacedFilesAndClosesWhatNoRoundRead) {
     EXPECT_EQ(files.read(a).value_or("?"), "333\n");
     fs::remove(b);
     EXPECT_FALSE(files.read(b).has_value());
-    EXPECT_FALSE(files.read(dir.file("never")).has_value());
-    files.sweep();  // a was read since the start: kept
-    EXPECT_EQ(files.size(), 1u);
-    files.sweep();  // not read since the last sweep: closed
+    EXPECT_EQ(FdBudget::held(), before + 1);  // b's descriptor went
+    EXPECT_FALSE(files.read(dir.file("later")).has_value());
+    files.sweep();  // read since the start: kept (b and `later` as absent)
+    EXPECT_EQ(files.size(), 3u);
+    // An absent file is looked for again only every kAbsentRounds sweeps.
+    write_file(dir.file("later"), "4\n");
+    for (int round = 1; round < HeldFiles::kAbsentRounds; ++round) {
+      EXPECT_FALSE(files.read(dir.file("later")).has_value()) << "round " << round;
+      files.sweep();
+    }
+    EXPECT_EQ(files.read(dir.file("later")).value_or("?"), "4\n");
+    files.sweep();
+    EXPECT_EQ(files.size(), 1u);  // `later`: a and b went at the first sweep that found them unread
+    files.sweep();
     EXPECT_EQ(files.size(), 0u);
     EXPECT_EQ(FdBudget::held(), before);
     // A big file, read whole.
