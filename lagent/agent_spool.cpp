@@ -230,12 +230,7 @@ AgentSpool::~AgentSpool() {
   // used (no reserved numbers skipped).
   try {
     sync();
-    if (reserved_fd_ >= 0 && reserved_ != next_sequence_ - 1) {
-      reserved_ = next_sequence_ - 1;
-      if (!write_all_at(reserved_fd_, encode_state(reserved_), 0) || ::fdatasync(reserved_fd_) != 0)
-        spdlog::warn("spool {}: cannot write {}: {}", directory_.string(), (directory_ / "reserved").string(),
-                     errno_text());
-    }
+    if (reserved_fd_ >= 0 && reserved_ != next_sequence_ - 1) reserve(next_sequence_ - 1);
   } catch (const SpoolError& error) {
     spdlog::error("{}", error.what());
   }

@@ -93,6 +93,11 @@ struct Process {
   // process) and kept open while it runs and the FdBudget allows: a round costs three preads.
   // io is not held when it cannot be opened (no ptrace-read access).
   HeldFd stat, status, io;
+  void close_files() {
+    stat.reset();
+    status.reset();
+    io.reset();
+  }
 };
 
 struct JobState {
@@ -102,25 +107,9 @@ struct JobState {
 
 // Reads the small procfs file `name` of the directory `dir` into `buffer`; 0 or the errno.
 int read_small(int dir, const char* name, std::string& buffer) {
-  int fd = ::openat(dir, name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  buffer.resize(4096);
-  std::size_t used = 0;
-  for (;;) {
-    if (used == buffer.size()) buffer.resize(buffer.size() * 2);
-    ssize_t n = ::read(fd, buffer.data() + used, buffer.size() - used);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int error = errno;
-      ::close(fd);
-      return error;
-    }
-    if (n == 0) break;
-    used += static_cast<std::size_t>(n);
-  }
-  ::close(fd);
-  buffer.resize(used);
-  return 0;
+  const Fd file(::openat(dir, name, O_RDONLY | O_CLOEXEC));
+  if (file.get() < 0) return errno;
+  return pread_whole(file.get(), buffer, false);
 }
 
 // "name:   value[ kB]" -> value (the number only).
@@ -234,9 +223,7 @@ class JobProcSensor final : public Sensor {
         if (io_error != ESRCH) return true;
       }
       // The process went (ESRCH): its pid may be another's by now, whose files are opened below.
-      process.stat.reset();
-      process.status.reset();
-      process.io.reset();
+      process.close_files();
     }
     std::string base = fmt::format("{}/{}", proc, pid);
     const Fd dir(::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -246,16 +233,13 @@ class JobProcSensor final : public Sensor {
     if (stat_error == 0 && status_error == 0) {
       int io_open = process.io.open_at(dir.get(), "io", O_RDONLY);  // EACCES without ptrace-read access
       if (pread_whole(process.stat.get(), stat_, true) != 0 || pread_whole(process.status.get(), status_, true) != 0) {
-        process.stat.reset();
-        process.status.reset();
-        process.io.reset();
+        process.close_files();
         return false;
       }
       io_error = io_open == 0 ? pread_whole(process.io.get(), io_, true)
                  : io_open == ENOBUFS ? read_small(dir.get(), "io", io_) : io_open;
     } else {
-      process.stat.reset();
-      process.status.reset();
+      process.close_files();
       if (stat_error != ENOBUFS && status_error != ENOBUFS) return false;  // gone
       // No descriptors left in the budget (or a fixture tree): read the files once.
       if (read_small(dir.get(), "stat", stat_) != 0 || read_small(dir.get(), "status", status_) != 0) return false;

@@ -256,6 +256,21 @@ class WithoutNetAdmin {
   bool ok_ = false;
 };
 
+// Moves `pid` into the cgroup directory `dir`.
+bool add_to_cgroup(const std::string& dir, pid_t pid) {
+  std::ofstream procs(dir + "/cgroup.procs");
+  procs << pid << "\n";
+  procs.flush();
+  return procs.good();
+}
+
+// Moves what is still in the cgroup `dir` to `root` (its hierarchy's root), then removes `dir`.
+void remove_cgroup(const std::string& dir, const std::string& root) {
+  std::ifstream procs(dir + "/cgroup.procs");
+  for (long pid; procs >> pid;) std::ofstream(root + "/cgroup.procs") << pid << "\n";
+  ::rmdir(dir.c_str());
+}
+
 // A job-like cgroup v1 directory: <sys>/fs/cgroup/cpuacct/fructosa-test-<pid>-<n>/job_4242.
 class TestCgroup {
  public:
@@ -283,23 +298,13 @@ class TestCgroup {
     }
   }
   ~TestCgroup() {
-    if (!dir_.empty()) {
-      // Anything still inside goes back to the root before the directory can go.
-      std::ifstream procs(dir_ + "/cgroup.procs");
-      for (long pid; procs >> pid;) std::ofstream(hierarchy_ + "/cgroup.procs") << pid << "\n";
-      ::rmdir(dir_.c_str());
-    }
+    if (!dir_.empty()) remove_cgroup(dir_, hierarchy_);
     if (!parent_.empty()) ::rmdir(parent_.c_str());
   }
   bool ok() const { return !dir_.empty(); }
   const std::string& why() const { return why_; }
   const std::string& dir() const { return dir_; }
-  bool add(pid_t pid) {
-    std::ofstream procs(dir_ + "/cgroup.procs");
-    procs << pid << "\n";
-    procs.flush();
-    return procs.good();
-  }
+  bool add(pid_t pid) { return add_to_cgroup(dir_, pid); }
   JobCgroup job() const {
     JobCgroup job;
     job.id = 4242;
@@ -650,21 +655,12 @@ class TestCgroup2 {
     }
   }
   ~TestCgroup2() {
-    if (!dir_.empty()) {
-      std::ifstream procs(dir_ + "/cgroup.procs");
-      for (long pid; procs >> pid;) std::ofstream(mount_.path() + "/cgroup.procs") << pid << "\n";
-      ::rmdir(dir_.c_str());
-    }
+    if (!dir_.empty()) remove_cgroup(dir_, mount_.path());
     if (mounted_) ::umount2(mount_.path().c_str(), MNT_DETACH);
   }
   bool ok() const { return !dir_.empty(); }
   const std::string& why() const { return why_; }
-  bool add(pid_t pid) {
-    std::ofstream procs(dir_ + "/cgroup.procs");
-    procs << pid << "\n";
-    procs.flush();
-    return procs.good();
-  }
+  bool add(pid_t pid) { return add_to_cgroup(dir_, pid); }
   JobCgroup job() const { return unified_job(4343, dir_); }
 
  private:
