@@ -117,6 +117,9 @@ class OpenRCTest(unittest.TestCase):
         expected = ["0"] * 8 + ["3"] + ["0"] * 4 + ["3", "3"]
         self.assertEqual([c.split("=")[-1] for c in codes], expected, out)
         self.assertIn("status: started", out)
+        # `start` returns once the program runs, so a reload right after it finds the program.
+        self.assertIn("Waiting for lmaster to run", out)
+        self.assertIn("Waiting for lagent to run", out)
         self.assertIn("Reloading lmaster", out)
         self.assertIn("Reloading lagent", out)
         # The stack came up in order: lmaster, then lagent, then the fructosa service itself.
