@@ -6,7 +6,8 @@
 // and the resident KiB of each mapped file (/proc/self/smaps): the floor under any agent built
 // on this stack, to set against lagent's RSS (bench/agent_overhead.py).
 //
-//   build/bench/stack_floor
+//   build/bench/stack_floor          linked as lagent is (the C++ libraries statically)
+//   build/bench/stack_floor_shared   the same, every library shared
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <spdlog/spdlog.h>
