@@ -54,6 +54,7 @@ struct Sender::State {
   // Shared with producers, under `mutex`.
   std::mutex mutex;
   std::vector<Sample> incoming;
+  Clock::time_point first_incoming;  // when `incoming` got its first sample
   bool stopping = false;
   double linger = 0;
   int wake_fd = -1;
@@ -85,7 +86,29 @@ struct Sender::State {
   std::uint64_t failed_appends = 0, failed_samples = 0, last_bad_record = 0;
   std::vector<Sample> pending;
   Clock::time_point first_pending;
+  Clock::time_point incoming_due = Clock::time_point::max();
   Clock::time_point next_heartbeat;
+
+  // Under `mutex`: moves the producers' samples to `pending` once their batch is due
+  // (batch_delay after the first of them, max_batch_samples of them, or the stop). Until then
+  // they wait in `incoming`, and producers wake this thread only for a batch's first sample
+  // (submit()): not once per sensor reading.
+  void take_incoming_if_due(Clock::duration batch_delay) {
+    if (incoming.empty()) {
+      incoming_due = Clock::time_point::max();
+      return;
+    }
+    incoming_due = first_incoming + batch_delay;
+    if (Clock::now() < incoming_due && incoming.size() < settings.max_batch_samples && !stopping) return;
+    if (pending.empty()) {
+      first_pending = first_incoming;
+      pending.swap(incoming);  // both keep their capacity from round to round
+    } else {
+      for (auto& sample : incoming) pending.push_back(std::move(sample));
+      incoming.clear();
+    }
+    incoming_due = Clock::time_point::max();
+  }
 
   // Sends what waits in the outbox, in order; false when the socket's queue is full.
   bool flush() {
@@ -351,6 +374,7 @@ struct Sender::State {
       if (spool && !pending.empty()) wake_at = std::min(wake_at, first_pending + batch_delay);
       if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
       wake_at = std::min(wake_at, reconnect_at);
+      wake_at = std::min(wake_at, incoming_due);
       if (spool)
         if (auto since = spool->unsynced_since()) wake_at = std::min(wake_at, std::max(*since + kSpoolSyncDelay, sync_retry_at));
       auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(wake_at - now).count() + 1;
@@ -367,10 +391,10 @@ struct Sender::State {
       if (items[1].revents & ZMQ_POLLIN) {
         std::uint64_t ignored;
         [[maybe_unused]] auto n = ::read(wake_fd, &ignored, sizeof ignored);
+      }
+      {
         std::lock_guard lock(mutex);
-        if (pending.empty() && !incoming.empty()) first_pending = Clock::now();
-        for (auto& sample : incoming) pending.push_back(std::move(sample));
-        incoming.clear();
+        take_incoming_if_due(batch_delay);
         if (stopping && !stop_seen) {
           stop_seen = true;
           linger_deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(linger));
@@ -450,10 +474,18 @@ Sender::~Sender() {
 
 void Sender::submit(std::vector<Sample>&& samples) {
   if (samples.empty()) return;
+  bool wake = false;
   {
     std::lock_guard lock(state_->mutex);
-    for (auto& sample : samples) state_->incoming.push_back(std::move(sample));
+    auto& incoming = state_->incoming;
+    if (incoming.empty()) {  // a new batch: the sender learns when it is due
+      state_->first_incoming = Clock::now();
+      wake = true;
+    }
+    for (auto& sample : samples) incoming.push_back(std::move(sample));
+    wake = wake || incoming.size() >= state_->settings.max_batch_samples;
   }
+  if (!wake) return;
   std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof one);
 }
