@@ -54,8 +54,8 @@ constexpr double kStopLingerSeconds = 3.0;
 // Threads that run sensor reads, so that one slow read never delays another sensor's timer.
 constexpr std::size_t kReaderThreads = 4;
 // An unavailable sensor (no battery, no GPU library, ...) is tried again after 1, 2, 4, ...
-// intervals, at most this long apart (or its interval, when longer): it comes back within
-// about a minute, and meanwhile does not rescan sysfs every second on every node.
+// intervals, at most this long apart (RetryBackoff, schedule.h): it comes back within about a
+// minute, or at the next reading after a job started or ended.
 constexpr std::int64_t kUnavailableRetryMaxNs = 60'000'000'000;
 
 std::int64_t wall_clock_ns() {
@@ -124,6 +124,7 @@ struct SensorTask {
   // one handed to a reader (io thread): an unavailable sensor is tried again less and less often.
   std::atomic<std::uint32_t> failures_in_a_row{0};
   std::int64_t last_read = 0;
+  RetryBackoff retry{kUnavailableRetryMaxNs};  // io thread
 };
 
 class Agent {
@@ -306,14 +307,9 @@ class Agent {
   }
 
   // True when the sensor failed its last readings and its next try is later than `deadline`.
-  static bool retry_later(const SensorTask& task, std::int64_t deadline) {
-    std::uint32_t failures = task.failures_in_a_row.load(std::memory_order_relaxed);
-    if (failures < 2) return false;
-    const std::int64_t interval = task.schedule.interval();
-    const std::int64_t most = std::max(kUnavailableRetryMaxNs, interval);
-    std::int64_t wait = interval;
-    for (std::uint32_t i = 1; i < failures && wait < most; ++i) wait *= 2;
-    return deadline < task.last_read + std::min(wait, most);
+  static bool retry_later(SensorTask& task, std::int64_t deadline) {
+    return task.retry.skip(deadline, task.schedule.interval(), task.failures_in_a_row.load(std::memory_order_relaxed),
+                           task.last_read, [&task] { return task.jobs->snapshot()->involved_jobs; });
   }
 
   void read(SensorTask& task, std::int64_t deadline) {
