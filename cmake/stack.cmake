@@ -6,7 +6,7 @@
 # every shared library it maps (the dynamic linker's symbol lookups and relocations touch them,
 # and the kernel maps up to 64 KiB around each page touched). On Debian's libraries that was 7 of
 # lagent's 10.5 MiB, most of it for code lagent never runs; linked in from Debian's static
-# archives, with --gc-sections, only what is used is there (docs/performance.md: 10.5 to 7.7
+# archives, with --gc-sections, only what is used is there (docs/performance.md: 10.5 to 7.5
 # MiB, the same CPU). libc and the Kerberos libraries ZeroMQ's GSSAPI mechanism needs stay
 # shared: Debian ships no static Kerberos. lmaster, the tests and the tools link dynamically.
 #
@@ -54,12 +54,10 @@ if(static_usable)
   endif()
 endif()
 set(FRUCTOSA_STATIC_STACK_USABLE ${static_usable})
+
 if(static_usable)
   # Lets --gc-sections drop unused functions of the project's own code too.
   add_compile_options(-ffunction-sections -fdata-sections)
-endif()
-
-if(static_usable)
   # Debian ships spdlog and fmt as shared libraries only: their implementation is compiled here
   # from the installed headers.
   add_library(fructosa_log_impl STATIC ${PROJECT_SOURCE_DIR}/common/log_impl.cpp)
