@@ -511,8 +511,9 @@ class Master {
     }
     ++received_batches_;
     if (last != 0 && message.sequence != last + 1)
-      spdlog::warn("agent {}: batches {}..{} never arrived (dropped by the agent?)", peer.host, last + 1,
-                   message.sequence - 1);
+      spdlog::warn("agent {}: batches {}..{} never arrived (dropped by the agent, or numbers it skipped after "
+                   "an unclean stop: its log says which)",
+                   peer.host, last + 1, message.sequence - 1);
     round_marks_[key] = message.sequence;
     // Acknowledged at the end of the round, once the journal has it on disk.
     pending_acks_.push_back({identity, peer.host, message.sequence, pending_.size() - first, true});
