@@ -593,6 +593,19 @@ std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_n
     }
     listings_of_ = current;
   }
+  // The sensors reading at one instant each ask for every job, at about the same time on their
+  // own threads: the first lists them all, so that the others find them listed rather than
+  // waiting for one another job after job (perf: futex waits and wake-ups were a tenth of
+  // lagent's CPU with 50 jobs).
+  if (current && listed_all_at_ns_ != at_ns) {
+    listed_all_at_ns_ = at_ns;
+    for (const auto& each : current->jobs)
+      if (std::string each_dir = each.any_dir(); !each_dir.empty()) list_locked(each_dir, at_ns);
+  }
+  return list_locked(dir, at_ns);
+}
+
+const std::vector<int>& JobDirectory::list_locked(const std::string& dir, std::int64_t at_ns) {
   auto& listing = listings_[dir];
   if (!listing) listing = std::make_unique<ProcessListing>(dir);
   if (listing->listed && listing->at_ns == at_ns) return listing->pids;

@@ -119,6 +119,9 @@ class JobDirectory {
   std::mutex processes_mutex_;
   std::map<std::string, std::unique_ptr<ProcessListing>, std::less<>> listings_;
   std::shared_ptr<const JobSnapshot> listings_of_;  // the snapshot whose jobs listings_ keeps
+  std::int64_t listed_all_at_ns_ = INT64_MIN;        // the instant every job was last listed for
+  // The processes of the job in `dir` at `at_ns` (listed if not yet). Under processes_mutex_.
+  const std::vector<int>& list_locked(const std::string& dir, std::int64_t at_ns);
 };
 
 // Per-job state of a sensor (previous counters, open files): created on first use, dropped

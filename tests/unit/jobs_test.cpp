@@ -322,4 +322,26 @@ TEST(JobDirectory, ProcessesFollowChildCgroupsThatComeAndGo) {
   EXPECT_EQ(jobs->processes(cgroup, 6), (std::vector<int>{}));
 }
 
+// The first sensor to ask at an instant lists every job, so that the sensors reading at that
+// instant do not wait for one another job after job: a later question about another job at the
+// same instant gets what was listed then; one at the next instant lists anew.
+TEST(JobDirectory, TheFirstQuestionOfAnInstantListsEveryJob) {
+  test::TempDir dir;
+  auto make_job = [&](int id, const std::string& procs) {
+    std::string path = dir.path() + "/job_" + std::to_string(id);
+    fs::create_directories(path);
+    std::ofstream(path + "/cgroup.procs") << procs;
+    return JobCgroup{.id = static_cast<std::uint64_t>(id), .name = "job_" + std::to_string(id), .unified = path, .v1 = {}};
+  };
+  auto jobs = JobDirectory::fixed({make_job(1, "10\n"), make_job(2, "20\n")}, Roots{});
+  const auto snapshot = jobs->snapshot();
+  const JobCgroup& first = snapshot->jobs.at(0);
+  const JobCgroup& second = snapshot->jobs.at(1);
+
+  EXPECT_EQ(jobs->processes(first, 1), (std::vector<int>{10}));
+  std::ofstream(second.unified + "/cgroup.procs") << "20\n21\n";
+  EXPECT_EQ(jobs->processes(second, 1), (std::vector<int>{20}));  // listed with the first job
+  EXPECT_EQ(jobs->processes(second, 2), (std::vector<int>{20, 21}));
+}
+
 }  // namespace
