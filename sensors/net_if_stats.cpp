@@ -76,6 +76,9 @@ struct Nic {
   std::string key_prefix;
   ProcFile flags, operstate, mtu, duplex, speed;
   bool seen = false;
+  // The flags with which the NIC, up, refused both duplex and speed (lo, tun, ...: EINVAL):
+  // not asked again until its flags change (each refusal was an open and an exception).
+  std::uint64_t no_link_settings_with = ~std::uint64_t{0};
 };
 
 // The file's content, or empty when it cannot be read (EINVAL for duplex of a down NIC).
@@ -135,13 +138,14 @@ class NetIFStatsSensor final : public Sensor {
     if ((flags & 0x1) && (operstate == "up" || operstate == "unknown")) flags |= kRunning;
 
     double duplex = 0, speed = 0;
-    if (flags & 0x1) {  // sysfs answers EINVAL for a NIC that is down
+    if ((flags & 0x1) && flags != nic.no_link_settings_with) {  // EINVAL for a NIC that is down
       std::string_view mode = read_or_empty(nic.duplex);
       duplex = mode == "full" ? 2 : mode == "half" ? 1 : 0;
       std::string_view mbits = read_or_empty(nic.speed);
       std::uint64_t value = 0;
       if (parse_uint(mbits, value) && value <= 0x7FFFFFFF)
         speed = static_cast<double>(value);  // "-1": unknown
+      if (mode.empty() && mbits.empty()) nic.no_link_settings_with = flags;
     }
 
     flag_text_.clear();

@@ -20,6 +20,7 @@
 
 #include "glob_match.h"
 #include "sensor.h"
+#include "test_support.h"
 
 using namespace fructosa;
 using namespace fructosa::sensors;
@@ -557,6 +558,30 @@ TEST(NetIFStats, SynthesizedNics) {
       {"wlan0.flags", "up,broadcast,multicast"},
       {"docker0.flags", "broadcast,multicast"}};
   EXPECT_EQ(reading.labels, flags);
+}
+
+// A NIC that is up and refuses duplex and speed (lo, tun: EINVAL; here the files are missing)
+// is not asked again until its flags change.
+TEST(NetIFStats, LinkSettingsRefusedAreAskedAgainWhenTheFlagsChange) {
+  test::TempDir dir;
+  const std::string nic = dir.path() + "/sys/class/net/tun0";
+  std::filesystem::create_directories(nic);
+  std::filesystem::create_directories(dir.path() + "/proc/net");
+  std::ofstream(dir.path() + "/proc/net/dev") << "Inter-|   Receive\n face |bytes\n  tun0: 1 2 0 0 0 0 0 0 3 4 0 0 0 0 0 0\n";
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(nic + "/" + name) << text; };
+  write("flags", "0x1091\n");  // up, pointopoint, noarp, multicast
+  write("operstate", "unknown\n");
+  write("mtu", "1500\n");
+  Probe sensor("NetIFStats", dir.path() + "/proc", dir.path() + "/sys");
+  EXPECT_EQ(sensor.read().metrics["tun0.speed"], 0);
+
+  write("speed", "100\n");
+  write("duplex", "full\n");
+  EXPECT_EQ(sensor.read().metrics["tun0.speed"], 0);  // the same flags: not asked
+  write("flags", "0x1191\n");  // promiscuous now
+  auto reading = sensor.read();
+  EXPECT_EQ(reading.metrics["tun0.speed"], 100);
+  EXPECT_EQ(reading.metrics["tun0.duplex"], 2);
 }
 
 TEST(NetIFStats, UnavailableWhenNoNicHasSysfs) {
