@@ -1,5 +1,7 @@
 // Times full rounds of every sensor, as lagent runs them: CPU microseconds per round and per
-// sensor (thread CPU time, so other load on the machine does not count).
+// sensor (thread CPU time, so other load on the machine does not count). Sensors that share a
+// file at one reading time (/proc/stat: sensors/procfs.h, SharedReading) read it once per
+// round, as in lagent: the first of them in the round pays for it.
 //   bench/sensor_round [ROUNDS] [--proc-root DIR] [--sys-root DIR]
 // Target (issue 3): <= 500 us CPU per round of the 20 psutil sensors on a 2-core build VM.
 #include <fmt/format.h>
@@ -49,9 +51,10 @@ int main(int argc, char** argv) {
     entries.push_back({definition, definition->make(SensorContext{roots, options.back()}), 0, 0, {}});
   }
   std::vector<Sample> samples;
+  std::int64_t instant = 0;  // a new reading time per round, as lagent's
   auto read = [&](Entry& entry) {
     samples.clear();
-    SampleWriter out(samples, "node", entry.definition->name, 1);
+    SampleWriter out(samples, "node", entry.definition->name, instant);
     try {
       entry.sensor->sample(out);
     } catch (const SensorUnavailable& why) {
@@ -59,11 +62,11 @@ int main(int argc, char** argv) {
     }
     entry.metrics = samples.empty() ? entry.metrics : samples.front().metrics.size();
   };
-  for (int i = 0; i < 100; ++i)  // warm-up: buffers sized, rates primed
+  for (int i = 0; i < 100; ++i, ++instant)  // warm-up: buffers sized, rates primed
     for (auto& entry : entries) read(entry);
 
   // Per sensor (each read timed on its own).
-  for (int i = 0; i < rounds; ++i) {
+  for (int i = 0; i < rounds; ++i, ++instant) {
     for (auto& entry : entries) {
       double start = thread_cpu_us();
       read(entry);
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
   // Whole rounds, untimed inside, for the total without the timer's own cost.
   auto psutil_sensor = [](const Entry& entry) { return entry.definition->name != "lagent"; };
   double start = thread_cpu_us();
-  for (int i = 0; i < rounds; ++i)
+  for (int i = 0; i < rounds; ++i, ++instant)
     for (auto& entry : entries)
       if (psutil_sensor(entry)) read(entry);
   double round_us = (thread_cpu_us() - start) / rounds;

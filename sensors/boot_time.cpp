@@ -20,13 +20,13 @@ class BootTimeSensor final : public Sensor {
 
   bool sample(SampleWriter& out) override {
     std::uint64_t btime = 0;
-    if (!proc_stat_value(stat_.read(), "btime", btime)) throw SensorUnavailable("no btime line in " + stat_.path());
+    if (!proc_stat_value(stat_.read(out.time_ns()), "btime", btime)) throw SensorUnavailable("no btime line in " + stat_.path());
     out.set("", static_cast<double>(btime));
     return true;
   }
 
  private:
-  ProcFile stat_;
+  SharedReading stat_;  // /proc/stat, read once per reading time with the CPU sensors
 };
 
 }  // namespace

@@ -27,7 +27,7 @@ class CpuPercentSensor final : public Sensor {
       : readings_(context.roots.proc), percpu_(context.options.get_bool("percpu")) {}
 
   bool sample(SampleWriter& out) override {
-    if (!readings_.next(percpu_)) return false;
+    if (!readings_.next(percpu_, out.time_ns())) return false;
     const auto& before = readings_.before();
     const auto& now = readings_.now();
     if (!percpu_) out.set("", cpu_busy_percent(before.total, now.total));

@@ -30,7 +30,7 @@ class CpuStatsSensor final : public Sensor {
   explicit CpuStatsSensor(const SensorContext& context) : stat_(context.roots.proc + "/stat") {}
 
   bool sample(SampleWriter& out) override {
-    std::string_view text = stat_.read();
+    std::string_view text = stat_.read(out.time_ns());
     // psutil leaves a missing line as None; a number is reported only when there is one.
     bool any = false;
     for (const auto& line : kLines) {
@@ -45,7 +45,7 @@ class CpuStatsSensor final : public Sensor {
   }
 
  private:
-  ProcFile stat_;
+  SharedReading stat_;  // /proc/stat, read once per reading time with the CPU sensors
 };
 
 }  // namespace

@@ -42,7 +42,7 @@ class CpuTimesSensor final : public Sensor {
       : stat_(context.roots.proc + "/stat"), percpu_(context.options.get_bool("percpu")) {}
 
   bool sample(SampleWriter& out) override {
-    parse_proc_stat_cpus(stat_.read(), cpus_);
+    parse_proc_stat_cpus(stat_.read(out.time_ns()), cpus_);
     if (!percpu_) {
       for (int i = 0; i < cpus_.total.fields; ++i) out.set(kCpuTimeFields[i], cpus_.total.seconds[i]);
       return true;
@@ -55,7 +55,7 @@ class CpuTimesSensor final : public Sensor {
   }
 
  private:
-  ProcFile stat_;
+  SharedReading stat_;  // /proc/stat, read once per reading time with the CPU sensors
   bool percpu_;
   ProcStatCpus cpus_;
   PerCpuTimeKeys key_;

@@ -43,7 +43,7 @@ class CpuTimesPercentSensor final : public Sensor {
       : readings_(context.roots.proc), percpu_(context.options.get_bool("percpu")) {}
 
   bool sample(SampleWriter& out) override {
-    if (!readings_.next(percpu_)) return false;
+    if (!readings_.next(percpu_, out.time_ns())) return false;
     const auto& before = readings_.before();
     const auto& now = readings_.now();
     if (!percpu_) {

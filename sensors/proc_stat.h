@@ -42,10 +42,11 @@ void parse_proc_stat_cpus(std::string_view text, ProcStatCpus& out);
 class ProcStatReadings {
  public:
   explicit ProcStatReadings(const std::string& proc_root) : stat_(proc_root + "/stat") {}
-  // Takes a reading. True when there is an earlier one to compare with, with the same CPUs
-  // when `per_cpu` (CPUs that come or go prime anew). A failed read changes nothing.
-  bool next(bool per_cpu) {
-    parse_proc_stat_cpus(stat_.read(), next_);
+  // Takes the reading of reading time `at_ns`. True when there is an earlier one to compare
+  // with, with the same CPUs when `per_cpu` (CPUs that come or go prime anew). A failed read
+  // changes nothing.
+  bool next(bool per_cpu, std::int64_t at_ns) {
+    parse_proc_stat_cpus(stat_.read(at_ns), next_);
     std::swap(before_, now_);
     std::swap(now_, next_);
     bool comparable = primed_ && (!per_cpu || now_.cpus.size() == before_.cpus.size());
@@ -56,7 +57,7 @@ class ProcStatReadings {
   const ProcStatCpus& now() const { return now_; }
 
  private:
-  ProcFile stat_;
+  SharedReading stat_;  // read once per reading time with the other CPU sensors
   ProcStatCpus before_, now_, next_;
   bool primed_ = false;
 };

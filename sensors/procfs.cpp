@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "sensor.h"
 
@@ -185,6 +187,47 @@ std::string_view ProcFile::read() {
     if (used == buffer_.size()) buffer_.resize(buffer_.size() * 2);  // grows to fit, then stays
   }
   return std::string_view(buffer_.data(), used);
+}
+
+struct SharedReading::Shared {
+  explicit Shared(const std::string& path) : file(path) {}
+  std::mutex mutex;
+  ProcFile file;
+  std::int64_t at_ns = INT64_MIN;
+  std::string content;
+};
+
+namespace {
+// One Shared per path while any SharedReading of it exists.
+std::mutex shared_readings_mutex;
+std::map<std::string, std::weak_ptr<SharedReading::Shared>, std::less<>> shared_readings;
+}  // namespace
+
+SharedReading::SharedReading(std::string path) : path_(std::move(path)) {
+  std::lock_guard lock(shared_readings_mutex);
+  auto& entry = shared_readings[path_];
+  shared_ = entry.lock();
+  if (!shared_) {
+    shared_ = std::make_shared<Shared>(path_);
+    entry = shared_;
+  }
+}
+
+SharedReading::~SharedReading() {
+  std::lock_guard lock(shared_readings_mutex);
+  shared_.reset();
+  auto it = shared_readings.find(path_);
+  if (it != shared_readings.end() && it->second.expired()) shared_readings.erase(it);
+}
+
+std::string_view SharedReading::read(std::int64_t at_ns) {
+  std::lock_guard lock(shared_->mutex);
+  if (shared_->at_ns != at_ns) {
+    shared_->content.assign(shared_->file.read());  // throws: at_ns stays, the next one retries
+    shared_->at_ns = at_ns;
+  }
+  copy_.assign(shared_->content);  // reuses its capacity: no allocation in a steady round
+  return copy_;
 }
 
 }  // namespace fructosa::sensors

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -136,6 +137,31 @@ class ProcFile {
   std::string path_;
   std::string buffer_;
   int fd_ = -1;
+};
+
+// A kernel file that several sensors read at one reading time: /proc/stat for BootTime,
+// CPUStats, CPUTimes, CPUPercent and CPUTimesPercent (and CPUCount without sysfs). The first
+// of them to ask at a reading time reads it; the others get what it read, on their own
+// threads. /proc/stat costs the kernel a sum over every CPU and interrupt, which grows with the
+// node. Every SharedReading of one path in the process shares the reading.
+class SharedReading {
+ public:
+  explicit SharedReading(std::string path);
+  ~SharedReading();
+  SharedReading(const SharedReading&) = delete;
+  SharedReading& operator=(const SharedReading&) = delete;
+
+  // The content at reading time `at_ns` (valid until the next call). Throws SensorUnavailable
+  // as ProcFile::read does; a failed read is tried again by the next to ask.
+  std::string_view read(std::int64_t at_ns);
+  const std::string& path() const { return path_; }
+
+  struct Shared;  // the reading of one path (procfs.cpp)
+
+ private:
+  std::string path_;
+  std::shared_ptr<Shared> shared_;
+  std::string copy_;
 };
 
 // Splits text into lines without copying.

@@ -5,6 +5,7 @@
 // /sys/devices/system/cpu or copied to a tmpfs /run/utmp. Where the two differ on purpose the
 // test says why.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <utmp.h>
 
 #include <cstring>
@@ -13,12 +14,19 @@
 #include <list>
 #include <map>
 
+#include "procfs.h"
 #include "sensor.h"
 
 using namespace fructosa;
 using namespace fructosa::sensors;
 
 namespace {
+
+// Each reading is a reading time of its own (sensors sharing a file read it once per time).
+std::int64_t next_instant() {
+  static std::int64_t instant = 0;
+  return ++instant;
+}
 
 const std::string kFixtures = FRUCTOSA_FIXTURES;
 const std::string kNodeProc = kFixtures + "/node-exporter/proc";
@@ -41,7 +49,7 @@ struct Reading {
 
 Reading read(Sensor& sensor, bool expect_values = true) {
   std::vector<Sample> samples;
-  SampleWriter out(samples, "node", "test", 1);
+  SampleWriter out(samples, "node", "test", next_instant());
   EXPECT_EQ(sensor.sample(out), expect_values);
   Reading reading;
   for (const auto& sample : samples) {
@@ -53,7 +61,7 @@ Reading read(Sensor& sensor, bool expect_values = true) {
 
 std::string unavailable_reason(Sensor& sensor) {
   std::vector<Sample> samples;
-  SampleWriter out(samples, "node", "test", 1);
+  SampleWriter out(samples, "node", "test", next_instant());
   try {
     sensor.sample(out);
   } catch (const SensorUnavailable& why) {
@@ -342,4 +350,38 @@ TEST(Users, BytesThatAreNotUtf8BecomeReplacementCharacters) {
   EXPECT_EQ(reading.labels["0.user"], "caf\xc3\xa9\xef\xbf\xbd");
   EXPECT_EQ(reading.labels["0.terminal"], "pts/\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
   EXPECT_EQ(reading.labels["0.started"], "0");
+}
+
+// The sensors reading /proc/stat at one reading time share one read of it (procfs.h,
+// SharedReading): what the first read is what the others get, whatever the file says by then;
+// a new reading time reads it again; a failed read is tried again by the next to ask.
+TEST(SharedReading, OneReadPerReadingTimeForEverySensorOfThePath) {
+  TwoSnapshots proc;
+  auto install = [&](int user, int ctxt) {
+    std::ofstream(proc.proc() + "/stat", std::ios::trunc)
+        << "cpu  " << user << " 0 0 0 0 0 0 0 0 0\ncpu0 " << user << " 0 0 0 0 0 0 0 0 0\nctxt " << ctxt << "\n";
+  };
+  install(100, 5);
+  auto times = make("CPUTimes", proc.proc(), kNodeSys, {});
+  auto stats = make("CPUStats", proc.proc(), kNodeSys, {});
+  auto sample = [](Sensor& sensor, std::int64_t at_ns) {
+    std::vector<Sample> samples;
+    SampleWriter out(samples, "node", "test", at_ns);
+    sensor.sample(out);
+    std::map<std::string, double> values;
+    for (const auto& metric : samples.at(0).metrics) values[metric.key] = metric.value;
+    return values;
+  };
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  EXPECT_EQ(sample(*times, 100).at("user"), 100 / ticks);
+  install(200, 9);
+  EXPECT_EQ(sample(*stats, 100).at("ctx_switches"), 5);  // the same reading time: read at it
+  EXPECT_EQ(sample(*times, 100).at("user"), 100 / ticks);
+  EXPECT_EQ(sample(*times, 101).at("user"), 200 / ticks);  // a new reading time reads anew
+  EXPECT_EQ(sample(*stats, 101).at("ctx_switches"), 9);
+
+  SharedReading missing(proc.proc() + "/no-such-file");
+  EXPECT_THROW(missing.read(102), SensorUnavailable);
+  std::ofstream(proc.proc() + "/no-such-file") << "here\n";
+  EXPECT_EQ(missing.read(102), "here\n");  // the failed read did not stand for the time
 }

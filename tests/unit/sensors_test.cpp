@@ -16,6 +16,12 @@ using namespace fructosa::sensors;
 
 namespace {
 
+// Each reading is a reading time of its own (sensors sharing a file read it once per time).
+std::int64_t next_instant() {
+  static std::int64_t instant = 0;
+  return ++instant;
+}
+
 const std::string kFixtures = FRUCTOSA_FIXTURES;
 
 std::unique_ptr<Sensor> make(const std::string& name, const std::string& proc_root) {
@@ -28,7 +34,7 @@ std::unique_ptr<Sensor> make(const std::string& name, const std::string& proc_ro
 
 std::map<std::string, double> read(Sensor& sensor, bool expect_values = true) {
   std::vector<Sample> samples;
-  SampleWriter out(samples, "node", "test", 1);
+  SampleWriter out(samples, "node", "test", next_instant());
   EXPECT_EQ(sensor.sample(out), expect_values);
   std::map<std::string, double> values;
   for (const auto& sample : samples)
