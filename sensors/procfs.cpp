@@ -198,14 +198,22 @@ struct SharedReading::Shared {
 };
 
 namespace {
-// One Shared per path while any SharedReading of it exists.
-std::mutex shared_readings_mutex;
-std::map<std::string, std::weak_ptr<SharedReading::Shared>, std::less<>> shared_readings;
+// One Shared per path while any SharedReading of it exists. Never destroyed, so that a sensor
+// that outlives main() (a static in a test) still finds it.
+struct SharedReadings {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<SharedReading::Shared>, std::less<>> by_path;
+};
+SharedReadings& shared_readings() {
+  static auto* readings = new SharedReadings;
+  return *readings;
+}
 }  // namespace
 
 SharedReading::SharedReading(std::string path) : path_(std::move(path)) {
-  std::lock_guard lock(shared_readings_mutex);
-  auto& entry = shared_readings[path_];
+  auto& readings = shared_readings();
+  std::lock_guard lock(readings.mutex);
+  auto& entry = readings.by_path[path_];
   shared_ = entry.lock();
   if (!shared_) {
     shared_ = std::make_shared<Shared>(path_);
@@ -214,10 +222,11 @@ SharedReading::SharedReading(std::string path) : path_(std::move(path)) {
 }
 
 SharedReading::~SharedReading() {
-  std::lock_guard lock(shared_readings_mutex);
+  auto& readings = shared_readings();
+  std::lock_guard lock(readings.mutex);
   shared_.reset();
-  auto it = shared_readings.find(path_);
-  if (it != shared_readings.end() && it->second.expired()) shared_readings.erase(it);
+  auto it = readings.by_path.find(path_);
+  if (it != readings.by_path.end() && it->second.expired()) readings.by_path.erase(it);
 }
 
 std::string_view SharedReading::read(std::int64_t at_ns) {
