@@ -98,7 +98,7 @@ class CpuCountSensor final : public Sensor {
     long count = 0;
     if (logical_) {
       count = count_cpu_list(online);
-      if (count == 0) count = count_stat_cpus();
+      if (count == 0) count = count_stat_cpus(out.time_ns());
       if (count == 0) {
         cpu_set_t set;
         if (::sched_getaffinity(0, sizeof set, &set) == 0) count = CPU_COUNT(&set);
@@ -120,10 +120,10 @@ class CpuCountSensor final : public Sensor {
 
  private:
   // glibc's get_nproc_stat(): lines "cpu<digit>..." of /proc/stat.
-  long count_stat_cpus() {
+  long count_stat_cpus(std::int64_t at_ns) {
     std::string_view text;
     try {
-      text = stat_.read();
+      text = stat_.read(at_ns);
     } catch (const SensorUnavailable&) {
       return 0;
     }
@@ -185,7 +185,7 @@ class CpuCountSensor final : public Sensor {
   Roots roots_;
   bool logical_;
   ProcFile online_;
-  ProcFile stat_{roots_.proc + "/stat"};
+  SharedReading stat_{roots_.proc + "/stat"};  // read once per reading time with the CPU sensors
   ProcFile cpuinfo_{roots_.proc + "/cpuinfo"};
   std::string cached_online_;
   long cores_ = 0;

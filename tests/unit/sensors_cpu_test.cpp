@@ -16,17 +16,12 @@
 
 #include "procfs.h"
 #include "sensor.h"
+#include "test_support.h"
 
 using namespace fructosa;
 using namespace fructosa::sensors;
 
 namespace {
-
-// Each reading is a reading time of its own (sensors sharing a file read it once per time).
-std::int64_t next_instant() {
-  static std::int64_t instant = 0;
-  return ++instant;
-}
 
 const std::string kFixtures = FRUCTOSA_FIXTURES;
 const std::string kNodeProc = kFixtures + "/node-exporter/proc";
@@ -49,7 +44,7 @@ struct Reading {
 
 Reading read(Sensor& sensor, bool expect_values = true) {
   std::vector<Sample> samples;
-  SampleWriter out(samples, "node", "test", next_instant());
+  SampleWriter out(samples, "node", "test", test::next_reading_time());
   EXPECT_EQ(sensor.sample(out), expect_values);
   Reading reading;
   for (const auto& sample : samples) {
@@ -61,7 +56,7 @@ Reading read(Sensor& sensor, bool expect_values = true) {
 
 std::string unavailable_reason(Sensor& sensor) {
   std::vector<Sample> samples;
-  SampleWriter out(samples, "node", "test", next_instant());
+  SampleWriter out(samples, "node", "test", test::next_reading_time());
   try {
     sensor.sample(out);
   } catch (const SensorUnavailable& why) {

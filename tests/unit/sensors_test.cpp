@@ -10,17 +10,12 @@
 
 #include "proc_stat.h"
 #include "sensor.h"
+#include "test_support.h"
 
 using namespace fructosa;
 using namespace fructosa::sensors;
 
 namespace {
-
-// Each reading is a reading time of its own (sensors sharing a file read it once per time).
-std::int64_t next_instant() {
-  static std::int64_t instant = 0;
-  return ++instant;
-}
 
 const std::string kFixtures = FRUCTOSA_FIXTURES;
 
@@ -34,7 +29,7 @@ std::unique_ptr<Sensor> make(const std::string& name, const std::string& proc_ro
 
 std::map<std::string, double> read(Sensor& sensor, bool expect_values = true) {
   std::vector<Sample> samples;
-  SampleWriter out(samples, "node", "test", next_instant());
+  SampleWriter out(samples, "node", "test", test::next_reading_time());
   EXPECT_EQ(sensor.sample(out), expect_values);
   std::map<std::string, double> values;
   for (const auto& sample : samples)

@@ -34,6 +34,13 @@ class TempDir {
   std::string path_;
 };
 
+// A reading time of its own for each reading a test takes (sensors that share a file read it
+// once per reading time: procfs.h, SharedReading).
+inline std::int64_t next_reading_time() {
+  static std::int64_t instant = 0;
+  return ++instant;
+}
+
 inline Sample make_sample(std::string host, std::string sensor, std::int64_t time_ns, std::uint64_t job,
                           std::vector<MetricValue> metrics) {
   return Sample{std::move(host), std::move(sensor), time_ns, job, std::move(metrics), {}};
