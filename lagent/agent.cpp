@@ -22,6 +22,7 @@
 #include "schedule.h"
 #include "sender.h"
 #include "service_notify.h"
+#include "startup_pages.h"
 
 namespace fructosa::agent {
 namespace {
@@ -149,6 +150,7 @@ class Agent {
     } else {
       ready();
     }
+    release_startup_pages();
     io_.run();
     stop_sensors();
     pool_.join();
@@ -423,6 +425,16 @@ class Agent {
     start_sensors(std::move(fresh_sensors));
     spdlog::info("SIGHUP: configuration re-read from {}: {} sensor(s) kept running, {} started or re-armed",
                  config_path_, kept, tasks_.size() - kept);
+    release_startup_pages();
+  }
+
+  // Start (or a reload) is over: the code that parsed the configuration, linked the libraries
+  // and set them up runs no more, but stays mapped (2.4 MiB of lagent's 7.7 MiB RSS, measured).
+  // The code a round runs comes back at its first use.
+  static void release_startup_pages() {
+    auto released = release_clean_file_pages();
+    spdlog::debug("released {} KiB of program and library pages mapped at start ({} mappings)", released.bytes / 1024,
+                  released.mappings);
   }
 
   const bool foreground_;
