@@ -1,6 +1,7 @@
 """lagent -> Cap'n Proto over ZeroMQ -> lmaster -> stdout + HDF5, as real processes."""
 import math
 import os
+import shutil
 import unittest
 
 import h5py
@@ -10,7 +11,7 @@ import psutil
 
 import time
 
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST, WIRE_CLIENT, stdout_counts
+from fructosa_test import FIXTURES, FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, MASTER_HOST, WIRE_CLIENT, stdout_counts
 
 INTERVAL_NS = 200_000_000
 SENSORS = ["CPUPercent", "VirtualMemory", "CPUTimes"]
@@ -86,6 +87,35 @@ class PipelineTest(FructosaTestCase):
                 self.assertTrue(all(a <= b for a, b in zip(values, values[1:])), key)
             # The last idle reading is close to what psutil reads now (both from /proc/stat).
             self.assertLess(abs(times["idle"][-1] - psutil.cpu_times().idle), 60 * os.cpu_count())
+
+    def test_a_sensor_whose_read_blocks_does_not_hold_back_the_others(self):
+        # VirtualMemory's meminfo is a FIFO nobody writes to: its read blocks in open(2), as a
+        # statvfs of a dead NFS server would. The sensors due at the same instants go on.
+        proc = self.path("proc")
+        os.makedirs(proc)
+        shutil.copy(os.path.join(FIXTURES, "cpu-percent", "1", "stat"), os.path.join(proc, "stat"))
+        meminfo = os.path.join(proc, "meminfo")
+        os.mkfifo(meminfo)
+        others = ["CPUTimes", "CPUStats", "BootTime"]
+        master, port = self.start_master()
+        config = self.agent_config(port, ["VirtualMemory"] + others, extra=f"proc_root = {proc}\n")
+        agent = self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config), "-p", self.path("lagent.pid")])
+        counts = lambda: stdout_counts(read_text(self.path("lmaster.out")))
+        wait_for(lambda: all(counts().get(s, 0) >= 10 for s in others) or agent.poll() is not None,
+                 timeout=60, what="10 samples of each sensor but the blocked one")
+        self.assertIsNone(agent.poll(), read_text(self.path("lagent.err")))
+        self.assertEqual(counts().get("VirtualMemory", 0), 0)
+
+        # Unblock it: the blocked read opens the FIFO (and fails: no pread on a FIFO); the next
+        # ones read the regular file put in its place.
+        self.write("meminfo.new", read_text("/proc/meminfo"))
+        writer = os.open(meminfo, os.O_WRONLY | os.O_NONBLOCK)  # the blocked open(2) holds the read end
+        os.replace(self.path("meminfo.new"), meminfo)
+        os.close(writer)
+        wait_for(lambda: counts().get("VirtualMemory", 0) >= 1 or agent.poll() is not None,
+                 timeout=60, what="VirtualMemory once its file is readable")
+        self.assertEqual(self.stop(agent), 0, read_text(self.path("lagent.err")))
+        self.assertEqual(self.stop(master), 0, read_text(self.path("lmaster.err")))
 
     def test_agent_started_before_master_delivers_once_master_is_up(self):
         # The agent keeps its batches until acknowledged, so starting it first loses nothing
