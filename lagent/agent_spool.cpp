@@ -70,44 +70,71 @@ class BodyReader {
   const std::string& where_;
 };
 
+template <class T>
+void put_at(std::string& out, std::size_t at, T value) {
+  std::memcpy(out.data() + at, &value, sizeof value);
+}
+
+}  // namespace
+
+std::uint32_t BatchNames::id(std::string_view name) {
+  auto found = known_.find(name);
+  if (found == known_.end()) found = known_.emplace(std::string(name), Entry{}).first;
+  Entry& entry = found->second;
+  if (entry.batch != batch_) {
+    entry = {static_cast<std::uint32_t>(in_batch_.size()), batch_};
+    in_batch_.push_back(found->first);
+  }
+  return entry.id;
+}
+
+void BatchNames::start_batch() {
+  in_batch_.clear();
+  ++batch_;
+  // Names come and go with jobs (involved_jobs labels): forget them all now and then.
+  if (known_.size() > kMaxKnown) known_.clear();
+}
+
+namespace {
+
+// record: [u32 magic][u32 body bytes][u32 CRC of body][u32 samples] body
 // body: [u64 sequence][u32 strings]([u32 length][bytes])*[u32 samples]
 //       ([u32 sensor][i64 time_ns][u64 job][u32 metrics]([u32 key][f64 value])*
 //        [u32 labels]([u32 key][u32 value])*)*      -- u32 names index the string table
-std::string encode_body(std::uint64_t sequence, const std::vector<Sample>& samples) {
-  std::vector<std::string_view> strings;
-  std::unordered_map<std::string_view, std::uint32_t> ids;
-  auto id = [&](const std::string& s) {
-    auto [it, added] = ids.emplace(s, static_cast<std::uint32_t>(strings.size()));
-    if (added) strings.push_back(s);
-    return it->second;
-  };
-  std::string table_part, sample_part;
-  put<std::uint32_t>(sample_part, static_cast<std::uint32_t>(samples.size()));
+// Into `record`; `samples_part` and `names` are scratch space kept from batch to batch.
+void encode_record(std::uint64_t sequence, const std::vector<Sample>& samples, BatchNames& names,
+                   std::string& samples_part, std::string& record) {
+  names.start_batch();
+  samples_part.clear();
+  put<std::uint32_t>(samples_part, static_cast<std::uint32_t>(samples.size()));
   for (const auto& sample : samples) {
-    put<std::uint32_t>(sample_part, id(sample.sensor));
-    put<std::int64_t>(sample_part, sample.time_ns);
-    put<std::uint64_t>(sample_part, sample.job);
-    put<std::uint32_t>(sample_part, static_cast<std::uint32_t>(sample.metrics.size()));
+    put<std::uint32_t>(samples_part, names.id(sample.sensor));
+    put<std::int64_t>(samples_part, sample.time_ns);
+    put<std::uint64_t>(samples_part, sample.job);
+    put<std::uint32_t>(samples_part, static_cast<std::uint32_t>(sample.metrics.size()));
     for (const auto& metric : sample.metrics) {
-      put<std::uint32_t>(sample_part, id(metric.key));
-      put<double>(sample_part, metric.value);
+      put<std::uint32_t>(samples_part, names.id(metric.key));
+      put<double>(samples_part, metric.value);
     }
-    put<std::uint32_t>(sample_part, static_cast<std::uint32_t>(sample.labels.size()));
+    put<std::uint32_t>(samples_part, static_cast<std::uint32_t>(sample.labels.size()));
     for (const auto& label : sample.labels) {
-      put<std::uint32_t>(sample_part, id(label.key));
-      put<std::uint32_t>(sample_part, id(label.value));
+      put<std::uint32_t>(samples_part, names.id(label.key));
+      put<std::uint32_t>(samples_part, names.id(label.value));
     }
   }
-  std::string body;
-  body.reserve(8 + 4 + sample_part.size() + strings.size() * 16);
-  put<std::uint64_t>(body, sequence);
-  put<std::uint32_t>(body, static_cast<std::uint32_t>(strings.size()));
-  for (auto s : strings) {
-    put<std::uint32_t>(body, static_cast<std::uint32_t>(s.size()));
-    body.append(s);
+  record.assign(kHeaderBytes, '\0');
+  put<std::uint64_t>(record, sequence);
+  put<std::uint32_t>(record, static_cast<std::uint32_t>(names.in_batch().size()));
+  for (auto name : names.in_batch()) {
+    put<std::uint32_t>(record, static_cast<std::uint32_t>(name.size()));
+    record.append(name);
   }
-  body += sample_part;
-  return body;
+  record += samples_part;
+  std::size_t body_bytes = record.size() - kHeaderBytes;
+  put_at<std::uint32_t>(record, 0, kRecordMagic);
+  put_at<std::uint32_t>(record, 4, static_cast<std::uint32_t>(body_bytes));
+  put_at<std::uint32_t>(record, 8, crc32(record.data() + kHeaderBytes, body_bytes));
+  put_at<std::uint32_t>(record, 12, static_cast<std::uint32_t>(samples.size()));
 }
 
 std::vector<Sample> decode_body(std::string_view body, const std::string& where) {
@@ -488,15 +515,9 @@ void AgentSpool::drop_oldest_segment() {
 }
 
 std::uint64_t AgentSpool::append(const std::vector<Sample>& samples) {
-  std::string body = encode_body(next_sequence_, samples);
-  std::string record;
-  record.reserve(kHeaderBytes + body.size());
-  put<std::uint32_t>(record, kRecordMagic);
-  put<std::uint32_t>(record, static_cast<std::uint32_t>(body.size()));
-  put<std::uint32_t>(record, crc32(body.data(), body.size()));
-  put<std::uint32_t>(record, static_cast<std::uint32_t>(samples.size()));
-  record += body;
-  if (record.size() > max_bytes_ || body.size() > kMaxRecordBytes) {
+  encode_record(next_sequence_, samples, names_, samples_part_, record_);
+  const std::string& record = record_;
+  if (record.size() > max_bytes_ || record.size() - kHeaderBytes > kMaxRecordBytes) {
     dropped_.dropped_batches += 1;
     dropped_.dropped_samples += samples.size();
     spdlog::warn("spool {}: a batch of {} sample(s) ({} bytes) is larger than spool_max_bytes ({}): dropped",

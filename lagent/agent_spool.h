@@ -53,7 +53,10 @@
 #include <filesystem>
 #include <optional>
 #include <stdexcept>
+#include <functional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "metric.h"
@@ -71,6 +74,32 @@ struct SpoolStats {
   std::uint64_t batches = 0;          // batches kept, not yet acknowledged
   std::uint64_t dropped_batches = 0;  // since this spool was opened
   std::uint64_t dropped_samples = 0;
+};
+
+// The names (sensors, metric keys, labels) of the batch being encoded, numbered in the order
+// they first appear in it. Remembered from batch to batch, so that a batch of names seen before
+// costs a lookup each and no allocation.
+class BatchNames {
+ public:
+  void start_batch();
+  std::uint32_t id(std::string_view name);
+  const std::vector<std::string_view>& in_batch() const { return in_batch_; }
+  std::size_t remembered() const { return known_.size(); }
+  // Beyond this many names remembered, the next batch starts afresh.
+  static constexpr std::size_t kMaxKnown = 1 << 16;
+
+ private:
+  struct Entry {
+    std::uint32_t id = 0;
+    std::uint64_t batch = 0;  // the batch `id` is for
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> known_;
+  std::vector<std::string_view> in_batch_;  // views of known_'s keys (nodes do not move)
+  std::uint64_t batch_ = 0;
 };
 
 class AgentSpool {
@@ -161,6 +190,9 @@ class AgentSpool {
   std::chrono::steady_clock::time_point unsynced_since_{};
   std::uint64_t bytes_ = 0;
   std::deque<Segment> segments_;     // oldest first; the last one is appended to
+  BatchNames names_;                 // append()'s scratch space, kept to spare allocations
+  std::string samples_part_;
+  std::string record_;
   SpoolStats dropped_;               // only dropped_* used
 };
 

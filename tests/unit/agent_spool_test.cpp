@@ -83,6 +83,55 @@ TEST(AgentSpool, KeepsBatchesSelfContainedUntilAcknowledged) {
   EXPECT_EQ(spool.append({}), 4u);  // an empty batch still gets its number
 }
 
+TEST(BatchNames, NumbersEachBatchsNamesFromZeroInOrderOfFirstUse) {
+  BatchNames names;
+  names.start_batch();
+  EXPECT_EQ(names.id("CPUPercent"), 0u);
+  EXPECT_EQ(names.id("total"), 1u);
+  EXPECT_EQ(names.id("CPUPercent"), 0u);
+  EXPECT_EQ(names.in_batch(), (std::vector<std::string_view>{"CPUPercent", "total"}));
+  names.start_batch();  // names of the batch before are not in this one's table
+  EXPECT_EQ(names.id("total"), 0u);
+  EXPECT_EQ(names.id("percent"), 1u);
+  EXPECT_EQ(names.in_batch(), (std::vector<std::string_view>{"total", "percent"}));
+  // A batch of many new names (jobs come and go) makes it forget the old ones, not lose these.
+  names.start_batch();
+  for (std::uint32_t i = 0; i <= BatchNames::kMaxKnown; ++i) ASSERT_EQ(names.id("job" + std::to_string(i)), i);
+  EXPECT_GT(names.remembered(), BatchNames::kMaxKnown);
+  names.start_batch();
+  EXPECT_EQ(names.remembered(), 0u);
+  EXPECT_EQ(names.id("job69999"), 0u);
+  EXPECT_EQ(names.remembered(), 1u);
+  EXPECT_EQ(names.in_batch(), (std::vector<std::string_view>{"job69999"}));
+}
+
+TEST(AgentSpool, BatchesWithDifferentNamesReadBackAsWritten) {
+  TempDir dir;
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  std::vector<std::vector<Sample>> sent{batch(3), {}, batch(2)};
+  sent[1].push_back(test::make_sample("", "DiskUsage", 1, 0, {{"percent", 7}, {"total", 8}}));
+  sent[1][0].labels = {{"mount", "/home"}};
+  sent[2][0].sensor = "NetIOCounters";
+  for (const auto& samples : sent) spool.append(samples);
+  for (std::size_t b = 0; b < sent.size(); ++b) {
+    auto back = spool.read(b + 1);
+    ASSERT_EQ(back.size(), sent[b].size());
+    for (std::size_t i = 0; i < back.size(); ++i) {
+      EXPECT_EQ(back[i].sensor, sent[b][i].sensor);
+      ASSERT_EQ(back[i].metrics.size(), sent[b][i].metrics.size());
+      for (std::size_t m = 0; m < back[i].metrics.size(); ++m) {
+        EXPECT_EQ(back[i].metrics[m].key, sent[b][i].metrics[m].key);
+        EXPECT_EQ(back[i].metrics[m].value, sent[b][i].metrics[m].value);
+      }
+      ASSERT_EQ(back[i].labels.size(), sent[b][i].labels.size());
+      for (std::size_t l = 0; l < back[i].labels.size(); ++l) {
+        EXPECT_EQ(back[i].labels[l].key, sent[b][i].labels[l].key);
+        EXPECT_EQ(back[i].labels[l].value, sent[b][i].labels[l].value);
+      }
+    }
+  }
+}
+
 TEST(AgentSpool, ARestartContinuesSessionSequenceAndUnacknowledgedBatches) {
   TempDir dir;
   std::uint64_t session = 0;
