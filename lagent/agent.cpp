@@ -326,6 +326,7 @@ class Agent {
     Round(asio::io_context& io, std::vector<DueReading> due_in) : due(std::move(due_in)), help_timer(io) {}
     std::vector<DueReading> due;
     std::atomic<std::size_t> next{0};  // the next one to read
+    std::atomic<std::size_t> done{0};  // read
     std::size_t readers = 0;           // io thread
     asio::steady_timer help_timer;     // io thread
   };
@@ -342,16 +343,23 @@ class Agent {
     asio::post(pool_, [this, round] {
       for (std::size_t i; (i = round->next.fetch_add(1)) < round->due.size();) {
         const auto& [task, deadline] = round->due[i];
-        read(*task, deadline);
+        read(*task, deadline);  // queues its samples
         task->busy = false;
+        round->done.fetch_add(1);
       }
+      // What this reader read leaves as one batch now, not batch_delay later: the sender
+      // wakes once per round.
+      slot_.get()->send_queued();
     });
   }
 
   void help_later(const std::shared_ptr<Round>& round) {
     round->help_timer.expires_after(kRoundHelpAfter);
     round->help_timer.async_wait([this, round](const boost::system::error_code& error) {
-      if (error || round->next.load() >= round->due.size() || round->readers >= kReaderThreads) return;
+      if (error || round->done.load() == round->due.size()) return;
+      // A read is slow: what the others read leaves without it.
+      slot_.get()->send_queued();
+      if (round->next.load() >= round->due.size() || round->readers >= kReaderThreads) return;
       add_reader(round);
       help_later(round);
     });
@@ -395,7 +403,7 @@ class Agent {
     sensors::AgentStats::instance().record_read(
         task.definition->name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
         thread_cpu_seconds() - cpu_started, success);
-    slot_.get()->submit(std::move(samples));
+    slot_.get()->queue(std::move(samples));
   }
 
   // Node samples name the jobs running on the node when they were taken, as colmet's do.

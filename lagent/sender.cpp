@@ -55,6 +55,7 @@ struct Sender::State {
   std::mutex mutex;
   std::vector<Sample> incoming;
   Clock::time_point first_incoming;  // when `incoming` got its first sample
+  bool incoming_complete = false;    // send_queued(): no need to wait for more
   bool stopping = false;
   double linger = 0;
   int wake_fd = -1;
@@ -86,8 +87,15 @@ struct Sender::State {
   std::uint64_t failed_appends = 0, failed_samples = 0, last_bad_record = 0;
   std::vector<Sample> pending;
   Clock::time_point first_pending;
+  bool pending_complete = false;  // send it without waiting batch_delay
   Clock::time_point incoming_due = Clock::time_point::max();
   Clock::time_point next_heartbeat;
+
+  // Any thread: the sender thread looks at `incoming` and `stopping` again.
+  void wake() {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof one);
+  }
 
   // Under `mutex`: moves the producers' samples to `pending` once their batch is due
   // (batch_delay after the first of them, max_batch_samples of them, or the stop). Until then
@@ -96,10 +104,14 @@ struct Sender::State {
   void take_incoming_if_due(Clock::duration batch_delay) {
     if (incoming.empty()) {
       incoming_due = Clock::time_point::max();
+      incoming_complete = false;
       return;
     }
     incoming_due = first_incoming + batch_delay;
-    if (Clock::now() < incoming_due && incoming.size() < settings.max_batch_samples && !stopping) return;
+    if (Clock::now() < incoming_due && incoming.size() < settings.max_batch_samples && !stopping && !incoming_complete)
+      return;
+    pending_complete = pending_complete || incoming_complete;
+    incoming_complete = false;
     if (pending.empty()) {
       first_pending = first_incoming;
       pending.swap(incoming);  // both keep their capacity from round to round
@@ -414,8 +426,11 @@ struct Sender::State {
 
       now = Clock::now();
       if (!pending.empty() &&
-          (pending.size() >= settings.max_batch_samples || now >= first_pending + batch_delay || stop_seen))
+          (pending.size() >= settings.max_batch_samples || now >= first_pending + batch_delay || pending_complete ||
+           stop_seen)) {
         send_batch();
+        pending_complete = false;
+      }
       if (now >= next_heartbeat) {
         if (outbox.empty()) post(encode_heartbeat(wall_clock_ns(), next_to_send - 1));
         else next_heartbeat = now + std::chrono::duration_cast<Clock::duration>(
@@ -472,7 +487,11 @@ Sender::~Sender() {
   ::close(state_->wake_fd);
 }
 
-void Sender::submit(std::vector<Sample>&& samples) {
+void Sender::submit(std::vector<Sample>&& samples) { add(std::move(samples), true); }
+
+void Sender::queue(std::vector<Sample>&& samples) { add(std::move(samples), false); }
+
+void Sender::add(std::vector<Sample>&& samples, bool wake_for_new_batch) {
   if (samples.empty()) return;
   bool wake = false;
   {
@@ -480,14 +499,21 @@ void Sender::submit(std::vector<Sample>&& samples) {
     auto& incoming = state_->incoming;
     if (incoming.empty()) {  // a new batch: the sender learns when it is due
       state_->first_incoming = Clock::now();
-      wake = true;
+      wake = wake_for_new_batch;
     }
     for (auto& sample : samples) incoming.push_back(std::move(sample));
     wake = wake || incoming.size() >= state_->settings.max_batch_samples;
   }
-  if (!wake) return;
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof one);
+  if (wake) state_->wake();
+}
+
+void Sender::send_queued() {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->incoming.empty()) return;
+    state_->incoming_complete = true;
+  }
+  state_->wake();
 }
 
 std::size_t Sender::stop(double linger_seconds) {
@@ -496,8 +522,7 @@ std::size_t Sender::stop(double linger_seconds) {
     state_->stopping = true;
     state_->linger = linger_seconds;
   }
-  std::uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(state_->wake_fd, &one, sizeof one);
+  state_->wake();
   if (state_->thread.joinable()) state_->thread.join();
   if (!state_->spool) return 0;
   std::size_t left = state_->spool->stats().batches;

@@ -50,8 +50,14 @@ class Sender {
   Sender(const Sender&) = delete;
   Sender& operator=(const Sender&) = delete;
 
-  // Thread-safe; never blocks on the network.
+  // Thread-safe; never blocks on the network. The samples wait up to batch_delay for others
+  // to join their batch.
   void submit(std::vector<Sample>&& samples);
+  // The same without waking the sender (but for a full batch): for readings that more of the
+  // same instant follow. send_queued() then sends them at once. Queued samples nobody sends
+  // leave with the next batch, or batch_delay after the sender wakes for anything else.
+  void queue(std::vector<Sample>&& samples);
+  void send_queued();
 
   // Spools what is queued, sends it and waits up to `linger_seconds` for the master to
   // acknowledge every batch, then stops the thread. Returns the number of batches left
@@ -60,6 +66,7 @@ class Sender {
   std::size_t stop(double linger_seconds);
 
  private:
+  void add(std::vector<Sample>&& samples, bool wake_for_new_batch);
   struct State;
   std::unique_ptr<State> state_;
 };
