@@ -98,9 +98,9 @@ struct Sender::State {
   }
 
   // Under `mutex`: moves the producers' samples to `pending` once their batch is due
-  // (batch_delay after the first of them, max_batch_samples of them, or the stop). Until then
-  // they wait in `incoming`, and producers wake this thread only for a batch's first sample
-  // (submit()): not once per sensor reading.
+  // (send_queued(), max_batch_samples of them, the stop, or batch_delay after the first of
+  // them if the thread woke for something else). Until then they wait in `incoming`:
+  // producers wake this thread once per round (send_queued()), not once per sensor reading.
   void take_incoming_if_due(Clock::duration batch_delay) {
     if (incoming.empty()) {
       incoming_due = Clock::time_point::max();
@@ -487,24 +487,17 @@ Sender::~Sender() {
   ::close(state_->wake_fd);
 }
 
-void Sender::submit(std::vector<Sample>&& samples) { add(std::move(samples), true); }
-
-void Sender::queue(std::vector<Sample>&& samples) { add(std::move(samples), false); }
-
-void Sender::add(std::vector<Sample>&& samples, bool wake_for_new_batch) {
+void Sender::queue(std::vector<Sample>&& samples) {
   if (samples.empty()) return;
-  bool wake = false;
+  bool full = false;
   {
     std::lock_guard lock(state_->mutex);
     auto& incoming = state_->incoming;
-    if (incoming.empty()) {  // a new batch: the sender learns when it is due
-      state_->first_incoming = Clock::now();
-      wake = wake_for_new_batch;
-    }
+    if (incoming.empty()) state_->first_incoming = Clock::now();  // batch_delay counts from it
     for (auto& sample : samples) incoming.push_back(std::move(sample));
-    wake = wake || incoming.size() >= state_->settings.max_batch_samples;
+    full = incoming.size() >= state_->settings.max_batch_samples;
   }
-  if (wake) state_->wake();
+  if (full) state_->wake();
 }
 
 void Sender::send_queued() {

@@ -26,7 +26,7 @@ struct SenderSettings {
   std::size_t max_unacked_batches = 1000;  // sent, not yet acknowledged; the rest wait in the spool
   std::string spool_dir;                    // required: where unacknowledged batches are kept
   std::uint64_t spool_max_bytes = 256ull << 20;
-  double batch_delay = 0.05;          // seconds a sample may wait for others to join its batch
+  double batch_delay = 0.05;  // without send_queued(), a batch leaves this long after its first sample (sender awake)
   std::size_t max_batch_samples = 1000;
   // CURVE (docs/security.md), Z85 text: with a server key the link is encrypted and this
   // agent authenticates with its own key pair; empty: plain ZMTP.
@@ -50,12 +50,10 @@ class Sender {
   Sender(const Sender&) = delete;
   Sender& operator=(const Sender&) = delete;
 
-  // Thread-safe; never blocks on the network. The samples wait up to batch_delay for others
-  // to join their batch.
-  void submit(std::vector<Sample>&& samples);
-  // The same without waking the sender (but for a full batch): for readings that more of the
-  // same instant follow. send_queued() then sends them at once. Queued samples nobody sends
-  // leave with the next batch, or batch_delay after the sender wakes for anything else.
+  // Thread-safe; never block on the network. queue() adds samples to the batch being made
+  // without waking the sender (but for a full batch); send_queued() sends that batch now: the
+  // agent calls it once the readings of an instant are in. Queued samples nobody sends leave
+  // with the next batch, or batch_delay after the sender wakes for anything else.
   void queue(std::vector<Sample>&& samples);
   void send_queued();
 
@@ -66,7 +64,6 @@ class Sender {
   std::size_t stop(double linger_seconds);
 
  private:
-  void add(std::vector<Sample>&& samples, bool wake_for_new_batch);
   struct State;
   std::unique_ptr<State> state_;
 };
