@@ -89,12 +89,13 @@ struct Process {
   IoCounters last{};
   bool have_io = false;
   std::uint64_t round = 0;  // the last round it was read in (0: never)
-  // Its files, opened together relative to its /proc directory (so all three are of the same
-  // process) and kept open while it runs and the FdBudget allows: a round costs three preads.
+  // Its status and io, opened together relative to its /proc directory (so both are of the
+  // process whose stat gave `start`) and kept open while it runs and the FdBudget allows: a
+  // round costs two preads. A held file answers ESRCH once the process is gone, even when its
+  // pid is another's by then, so stat (its start time) is read only when they are opened.
   // io is not held when it cannot be opened (no ptrace-read access).
-  HeldFd stat, status, io;
+  HeldFd status, io;
   void close_files() {
-    stat.reset();
     status.reset();
     io.reset();
   }
@@ -154,7 +155,7 @@ class JobProcSensor final : public Sensor {
         Process& process = state.processes[pid];  // a new entry (round 0) goes at the end if unread
         int io_error = 0;
         std::uint64_t start;
-        if (!read_process(proc, pid, process, io_error) || !parse_start(stat_, start)) continue;  // gone
+        if (!read_process(proc, pid, process, io_error, start)) continue;  // gone
         Memory mine{};
         Lines lines(status_);
         std::string_view line;
@@ -213,13 +214,14 @@ class JobProcSensor final : public Sensor {
     return found > 0;
   }
 
-  // Reads the process's stat, status and io into stat_, status_ and io_ (io_error: io's errno,
-  // 0 when it was read); false when the process is gone.
-  bool read_process(const std::string& proc, int pid, Process& process, int& io_error) {
-    if (process.stat) {  // held since an earlier round
-      if (pread_whole(process.stat.get(), stat_, true) == 0 && pread_whole(process.status.get(), status_, true) == 0) {
+  // Reads the process's status and io into status_ and io_ (io_error: io's errno, 0 when it
+  // was read) and gives its start time; false when the process is gone.
+  bool read_process(const std::string& proc, int pid, Process& process, int& io_error, std::uint64_t& start) {
+    if (process.status) {  // held since an earlier round: the same process, its start known
+      if (pread_whole(process.status.get(), status_, true) == 0) {
         io_error = process.io ? pread_whole(process.io.get(), io_, true)
                               : read_small(AT_FDCWD, fmt::format("{}/{}/io", proc, pid).c_str(), io_);
+        start = process.start;
         if (io_error != ESRCH) return true;
       }
       // The process went (ESRCH): its pid may be another's by now, whose files are opened below.
@@ -228,11 +230,15 @@ class JobProcSensor final : public Sensor {
     std::string base = fmt::format("{}/{}", proc, pid);
     const Fd dir(::open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (dir.get() < 0) return false;  // gone
-    int stat_error = hold_files_ ? process.stat.open_at(dir.get(), "stat", O_RDONLY) : ENOBUFS;
-    int status_error = stat_error != 0 ? stat_error : process.status.open_at(dir.get(), "status", O_RDONLY);
-    if (stat_error == 0 && status_error == 0) {
+    int status_error = hold_files_ ? process.status.open_at(dir.get(), "status", O_RDONLY) : ENOBUFS;
+    // stat after status: a process whose pid was reused in between fails the held status.
+    if (read_small(dir.get(), "stat", stat_) != 0 || !parse_start(stat_, start)) {
+      process.close_files();
+      return false;  // gone
+    }
+    if (status_error == 0) {
       int io_open = process.io.open_at(dir.get(), "io", O_RDONLY);  // EACCES without ptrace-read access
-      if (pread_whole(process.stat.get(), stat_, true) != 0 || pread_whole(process.status.get(), status_, true) != 0) {
+      if (pread_whole(process.status.get(), status_, true) != 0) {
         process.close_files();
         return false;
       }
@@ -240,9 +246,9 @@ class JobProcSensor final : public Sensor {
                  : io_open == ENOBUFS ? read_small(dir.get(), "io", io_) : io_open;
     } else {
       process.close_files();
-      if (stat_error != ENOBUFS && status_error != ENOBUFS) return false;  // gone
+      if (status_error != ENOBUFS) return false;  // gone
       // No descriptors left in the budget (or a fixture tree): read the files once.
-      if (read_small(dir.get(), "stat", stat_) != 0 || read_small(dir.get(), "status", status_) != 0) return false;
+      if (read_small(dir.get(), "status", status_) != 0) return false;
       io_error = read_small(dir.get(), "io", io_);
     }
     if ((io_error == ENOENT || io_error == ESRCH) && ::access(base.c_str(), F_OK) != 0) return false;  // it ended meanwhile

@@ -617,7 +617,7 @@ TEST(JobProcLive, HeldFilesOfAProcessThatEndedWhileStillListedCountNothing) {
     ASSERT_EQ(r1.unavailable, "");
     EXPECT_EQ(r1.at(7, "processes"), 2);
     EXPECT_GT(r1.at(7, "vm_rss"), 0);
-    EXPECT_EQ(FdBudget::held(), before + (limit ? 6 : 0));  // stat, status and io of each
+    EXPECT_EQ(FdBudget::held(), before + (limit ? 4 : 0));  // status and io of each
     Reading r2 = read(proc);
     EXPECT_EQ(r2.at(7, "processes"), 2);
     EXPECT_GT(r2.at(7, "vm_rss"), 0);
@@ -629,7 +629,7 @@ TEST(JobProcLive, HeldFilesOfAProcessThatEndedWhileStillListedCountNothing) {
   kill_and_reap(first);
   Reading r3 = read(proc);
   EXPECT_EQ(r3.at(7, "processes"), 1);
-  EXPECT_EQ(FdBudget::held(), before + 3);
+  EXPECT_EQ(FdBudget::held(), before + 2);
   kill_and_reap(second);
   EXPECT_EQ(read(proc).at(7, "processes"), 0);
   EXPECT_EQ(FdBudget::held(), before);
@@ -693,7 +693,7 @@ void held_files_follow_the_job(Cgroup& cgroup, std::size_t walk_held) {
     Rig accounting("JobCgroup", {cgroup.job()}, Roots{});
     EXPECT_EQ(read(proc).at(id, "processes"), 2);
     const std::size_t with_proc = FdBudget::held();
-    EXPECT_EQ(with_proc, before + 3 * 2 + walk_held);  // stat, status and io of each process
+    EXPECT_EQ(with_proc, before + 2 * 2 + walk_held);  // status and io of each process
     Reading a1 = read(accounting);
     EXPECT_EQ(a1.at(id, "tasks"), 2);
     EXPECT_GT(FdBudget::held(), with_proc);  // the job's accounting files
