@@ -23,6 +23,7 @@
 // Fields a kernel's struct version does not have are left out.
 // Needs CAP_NET_ADMIN; tasks are looked up in the agent's pid namespace.
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <fmt/format.h>
 #include <sys/syscall.h>
@@ -196,36 +197,57 @@ struct Task {
   std::uint64_t round = 0;
 };
 
+// A process's <proc>/<pid>/task directory, held between rounds (list_threads).
+struct TaskDirectory {
+  HeldFd held;
+  std::uint64_t round = 0;  // the last round the process was listed in
+};
+
 struct JobState {
   Counters total{};
   std::unordered_map<int, Task> tasks;
+  std::unordered_map<int, TaskDirectory> task_directories;  // by pid
 };
 
 // Thread ids of process `pid` from <proc>/<pid>/task; empty when it is gone. The directory's
 // link count is 2 + the process's threads: a single-threaded process (most are) is its own only
-// thread, and its directory is not listed.
-void list_threads(const std::string& proc, int pid, std::vector<int>& tids) {
+// thread, and its directory is not listed. `held`: the directory, kept open between rounds on a
+// real procfs (an fstat instead of a path lookup through /proc); a held directory counts no
+// thread once its process is gone, and it is then looked up again by path (the pid may be
+// another process's by now).
+void list_threads(const std::string& proc, int pid, HeldFd& held, bool hold, std::vector<int>& tids) {
   tids.clear();
-  std::string path = fmt::format("{}/{}/task", proc, pid);
   struct stat info;
-  if (::stat(path.c_str(), &info) != 0) return;
+  if (held && (::fstat(held.get(), &info) != 0 || info.st_nlink <= 2)) held.reset();
+  std::string path;
+  if (!held) {
+    path = fmt::format("{}/{}/task", proc, pid);
+    if (hold) held.open_at(AT_FDCWD, path.c_str(), O_RDONLY | O_DIRECTORY);
+    if (held ? ::fstat(held.get(), &info) != 0 : ::stat(path.c_str(), &info) != 0) return;
+  }
   if (info.st_nlink == 3) {
     tids.push_back(pid);
     return;
   }
-  DIR* dir = ::opendir(path.c_str());
-  if (!dir) return;
-  while (dirent* entry = ::readdir(dir)) {
-    std::uint64_t tid;
-    if (entry->d_name[0] != '.' && parse_uint(entry->d_name, tid)) tids.push_back(static_cast<int>(tid));
+  Fd once(held ? -1 : ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  int dir = held ? held.get() : once.get();
+  if (dir < 0 || ::lseek(dir, 0, SEEK_SET) != 0) return;
+  alignas(8) char buffer[4096];
+  for (long got; (got = ::syscall(SYS_getdents64, dir, buffer, sizeof buffer)) > 0;) {
+    for (long at = 0; at < got;) {
+      const auto* entry = reinterpret_cast<const dirent64*>(buffer + at);
+      std::uint64_t tid;
+      if (entry->d_name[0] != '.' && parse_uint(entry->d_name, tid)) tids.push_back(static_cast<int>(tid));
+      at += entry->d_reclen;
+    }
   }
-  ::closedir(dir);
   std::sort(tids.begin(), tids.end());
 }
 
 class TaskstatsSensor final : public Sensor {
  public:
-  explicit TaskstatsSensor(const SensorContext& context) : jobs_(context.jobs) {}
+  explicit TaskstatsSensor(const SensorContext& context)
+      : jobs_(context.jobs), hold_(jobs_ && kernel_generated(jobs_->proc_root())) {}
 
   bool sample(SampleWriter& out) override {
     if (!jobs_) throw SensorUnavailable("no job discovery");
@@ -242,7 +264,9 @@ class TaskstatsSensor final : public Sensor {
       JobState& state = states_[job.id];
       std::uint64_t processes = 0, threads = 0, hiwater_rss = 0, hiwater_vm = 0;
       for (int pid : jobs_->processes(job, out.time_ns())) {
-        list_threads(proc, pid, tids_);
+        TaskDirectory& directory = state.task_directories[pid];
+        directory.round = round_;
+        list_threads(proc, pid, directory.held, hold_, tids_);
         std::uint64_t process_rss = 0, process_vm = 0;
         bool any = false;
         for (int tid : tids_) {
@@ -259,6 +283,7 @@ class TaskstatsSensor final : public Sensor {
       }
       // Tasks that ended took their counts (up to their last reading) into the total.
       std::erase_if(state.tasks, [this](const auto& entry) { return entry.second.round != round_; });
+      std::erase_if(state.task_directories, [this](const auto& entry) { return entry.second.round != round_; });
 
       out.begin_job(job.id);
       out.set("tasks", static_cast<double>(threads));
@@ -321,6 +346,7 @@ class TaskstatsSensor final : public Sensor {
   }
 
   JobDirectory* jobs_;
+  bool hold_;  // a real procfs: task directories are held (a fixture tree is read afresh)
   std::unique_ptr<TaskstatsSocket> socket_;
   std::unique_ptr<ProcFile> delayacct_;
   std::array<bool, kFields.size()> present_{};

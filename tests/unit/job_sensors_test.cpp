@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <linux/magic.h>
 #include <poll.h>
@@ -633,6 +634,45 @@ TEST(JobProcLive, HeldFilesOfAProcessThatEndedWhileStillListedCountNothing) {
   kill_and_reap(second);
   EXPECT_EQ(read(proc).at(7, "processes"), 0);
   EXPECT_EQ(FdBudget::held(), before);
+}
+
+void* pause_forever(void*) {
+  for (;;) ::pause();
+}
+
+TEST(TaskstatsLive, EveryThreadOfAProcessIsReadRoundAfterRound) {
+  // A process of three threads; the second round lists its held task directory again.
+  test::TempDir dir;
+  fs::create_directories(dir.file("job_8"));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    pthread_t thread;
+    for (int i = 0; i < 2; ++i)
+      if (::pthread_create(&thread, nullptr, pause_forever, nullptr) != 0) ::_exit(1);
+    if (::write(ready[1], "x", 1) != 1) ::_exit(1);
+    pause_forever(nullptr);
+  }
+  ASSERT_GT(child, 0);
+  char byte;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  write_file(dir.file("job_8/cgroup.procs"), std::to_string(child) + "\n");
+  Rig stats("Taskstats", {unified_job(8, dir.file("job_8"))}, Roots{});
+  Reading r1 = read(stats);
+  if (!r1.unavailable.empty()) kill_and_reap(child);
+  SKIP_IF_TASKSTATS_REFUSED(r1);
+  EXPECT_EQ(r1.at(8, "processes"), 1);
+  EXPECT_EQ(r1.at(8, "tasks"), 3);
+  Reading r2 = read(stats);
+  EXPECT_EQ(r2.at(8, "tasks"), 3);
+  EXPECT_GE(r2.at(8, "nvcsw"), r1.at(8, "nvcsw"));
+  kill_and_reap(child);  // still listed by cgroup.procs: its held directory counts no thread now
+  Reading r3 = read(stats);
+  EXPECT_EQ(r3.at(8, "processes"), 0);
+  EXPECT_EQ(r3.at(8, "tasks"), 0);
 }
 
 // A cgroup v2 hierarchy mounted for the test in a temporary directory, with a job directory.
