@@ -66,6 +66,9 @@ struct JobSnapshot {
   const JobCgroup* find(std::uint64_t id) const;
 };
 
+class CgroupEntryWatch;  // jobs.cpp
+struct CgroupWalk;
+
 class JobDirectory {
  public:
   JobDirectory(JobSettings settings, const Roots& roots);
@@ -85,7 +88,8 @@ class JobDirectory {
   // The same for the sensors of a running agent, at the reading `at_ns`: the sensors reading
   // jobs at the same instant share one listing, and each job's cgroup tree is remembered, a
   // directory listed again only when its link count (2 + subdirectories) changes or a child
-  // went. Thread-safe.
+  // went; on cgroup v2 the count is asked only of the directories inotify reports changed.
+  // Thread-safe.
   std::vector<int> processes(const JobCgroup& job, std::int64_t at_ns);
   // The job process `pid` belongs to, from <proc>/<pid>/cgroup against the current snapshot;
   // 0 when none (or the process is gone).
@@ -114,9 +118,13 @@ class JobDirectory {
   std::unique_ptr<Watcher> watcher_;
   std::int64_t last_scan_ns_ = 0;
   std::string description_;
-  // processes(): per job directory, its cgroup tree and the last listing.
+  // processes(): per job directory, its cgroup tree and the last listing. The watch outlives
+  // the trees, whose directories it watches.
   struct ProcessListing;
   std::mutex processes_mutex_;
+  std::unique_ptr<CgroupEntryWatch> entry_watch_;
+  std::unique_ptr<CgroupWalk> walk_;  // its buffer is kept from walk to walk
+  std::int64_t drained_at_ns_ = INT64_MIN;  // the instant entry_watch_ was last asked
   std::map<std::string, std::unique_ptr<ProcessListing>, std::less<>> listings_;
   std::shared_ptr<const JobSnapshot> listings_of_;  // the snapshot whose jobs listings_ keeps
   std::int64_t listed_all_at_ns_ = INT64_MIN;        // the instant every job was last listed for

@@ -688,7 +688,9 @@ class TestCgroup2 {
       return;
     }
     mounted_ = true;
-    dir_ = mount_.path() + "/job_4343";
+    // Every cgroup2 mount shows the one hierarchy: a name of this process's own.
+    static std::atomic<int> counter{0};
+    dir_ = mount_.path() + "/fructosa-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     if (::mkdir(dir_.c_str(), 0755) != 0) {
       why_ = "mkdir " + dir_ + ": " + std::strerror(errno);
       dir_.clear();
@@ -702,12 +704,75 @@ class TestCgroup2 {
   const std::string& why() const { return why_; }
   bool add(pid_t pid) { return add_to_cgroup(dir_, pid); }
   JobCgroup job() const { return unified_job(4343, dir_); }
+  const std::string& dir() const { return dir_; }
+  const std::string& root() const { return mount_.path(); }
 
  private:
   test::TempDir mount_;
   bool mounted_ = false;
   std::string dir_, why_;
 };
+
+// The walk of a job's cgroups on cgroup v2 holds each directory and learns from inotify which
+// gained or lost a subdirectory: child cgroups that come, go, or go as another comes (the same
+// link count), and grandchildren, are all found at the next instant.
+TEST(JobSensorsLive, ProcessesFollowChildCgroupsThatComeAndGoOnCgroupV2) {
+  TestCgroup2 cgroup;
+  if (!cgroup.ok()) GTEST_SKIP() << cgroup.why();
+  std::vector<pid_t> children;
+  struct Reap {
+    std::vector<pid_t>& pids;
+    ~Reap() {
+      for (pid_t pid : pids) kill_and_reap(pid);
+    }
+  } reap{children};
+  auto start_in = [&](const std::string& dir) {
+    pid_t pid = sleeping_child();
+    children.push_back(pid);
+    return pid > 0 && add_to_cgroup(dir, pid) ? pid : -1;
+  };
+  const std::string job = cgroup.dir();
+  struct Removal {  // deepest first, once their processes are gone
+    std::vector<std::string> dirs;
+    std::string root;
+    ~Removal() {
+      for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) remove_cgroup(*it, root);
+    }
+  } removal{{}, cgroup.root()};
+  auto make = [&](const std::string& dir) {
+    removal.dirs.push_back(dir);
+    return ::mkdir(dir.c_str(), 0755) == 0;
+  };
+  auto sorted = [](std::vector<int> pids) {
+    std::sort(pids.begin(), pids.end());
+    return pids;
+  };
+  auto jobs = JobDirectory::fixed({cgroup.job()}, Roots{});
+  const JobCgroup& listed = jobs->snapshot()->jobs.at(0);
+
+  ASSERT_TRUE(make(job + "/step_0"));
+  int a = start_in(job + "/step_0");
+  ASSERT_GT(a, 0);
+  EXPECT_EQ(jobs->processes(listed, 1), (std::vector<int>{a}));
+  EXPECT_EQ(jobs->processes(listed, 2), (std::vector<int>{a}));  // nothing changed
+
+  ASSERT_TRUE(make(job + "/step_1"));  // a new child
+  int b = start_in(job + "/step_1");
+  ASSERT_GT(b, 0);
+  EXPECT_EQ(jobs->processes(listed, 3), sorted({a, b}));
+
+  ASSERT_TRUE(add_to_cgroup(job + "/step_1", a));  // step_0 goes as step_2 comes
+  ASSERT_EQ(::rmdir((job + "/step_0").c_str()), 0) << std::strerror(errno);
+  ASSERT_TRUE(make(job + "/step_2"));
+  int c = start_in(job + "/step_2");
+  ASSERT_GT(c, 0);
+  EXPECT_EQ(jobs->processes(listed, 4), sorted({a, b, c}));
+
+  ASSERT_TRUE(make(job + "/step_2/task_0"));  // a grandchild under a leaf
+  int d = start_in(job + "/step_2/task_0");
+  ASSERT_GT(d, 0);
+  EXPECT_EQ(jobs->processes(listed, 5), sorted({a, b, c, d}));
+}
 
 // JobProc and JobCgroup on a live job of two processes, one of which ends, with and without
 // descriptors in the budget. `walk_held`: descriptors the cgroup walk holds for the job.
