@@ -382,6 +382,44 @@ class CgroupEntryWatch {
   std::uint64_t overflows_ = 0;
 };
 
+// A held directory's watch (CgroupEntryWatch), given back when its node lets it go.
+class HeldWatch {
+ public:
+  HeldWatch() = default;
+  HeldWatch(HeldWatch&& other) noexcept
+      : watches_(other.watches_), watch_(std::exchange(other.watch_, -1)), overflows_seen_(other.overflows_seen_) {}
+  HeldWatch& operator=(HeldWatch&& other) noexcept {
+    if (this != &other) {
+      reset();
+      watches_ = other.watches_;
+      watch_ = std::exchange(other.watch_, -1);
+      overflows_seen_ = other.overflows_seen_;
+    }
+    return *this;
+  }
+  ~HeldWatch() { reset(); }
+
+  // Watches `path` (nothing without `watches`, or when inotify refuses).
+  void start(CgroupEntryWatch* watches, const std::string& path) {
+    reset();
+    watches_ = watches;
+    if (!watches_) return;
+    watch_ = watches_->add(path);
+    overflows_seen_ = watches_->overflows();
+  }
+  // True when the watch runs and reported no change since the last time it was asked.
+  bool unchanged() { return watch_ >= 0 && !watches_->take_change(watch_, overflows_seen_); }
+  void reset() {
+    if (watches_) watches_->remove(watch_);
+    watch_ = -1;
+  }
+
+ private:
+  CgroupEntryWatch* watches_ = nullptr;
+  int watch_ = -1;
+  std::uint64_t overflows_seen_ = 0;
+};
+
 // How a walk reads a cgroup tree: `hold` its directories and cgroup.procs open (cgroup v2),
 // `watches` (optional, with hold) to learn which directories changed.
 struct CgroupWalk {
@@ -396,30 +434,6 @@ struct CgroupWalk {
 // subdirectories on cgroupfs, tmpfs and ext4) changed or one of its children went.
 struct CgroupTreeNode {
   explicit CgroupTreeNode(std::string directory) : path(std::move(directory)) {}
-  CgroupTreeNode(CgroupTreeNode&& other) noexcept
-      : path(std::move(other.path)),
-        links(other.links),
-        children(std::move(other.children)),
-        dir(std::move(other.dir)),
-        procs(std::move(other.procs)),
-        watches(other.watches),
-        watch(std::exchange(other.watch, -1)),
-        overflows_seen(other.overflows_seen) {}
-  CgroupTreeNode& operator=(CgroupTreeNode&& other) noexcept {
-    if (this != &other) {
-      unwatch();
-      path = std::move(other.path);
-      links = other.links;
-      children = std::move(other.children);
-      dir = std::move(other.dir);
-      procs = std::move(other.procs);
-      watches = other.watches;
-      watch = std::exchange(other.watch, -1);
-      overflows_seen = other.overflows_seen;
-    }
-    return *this;
-  }
-  ~CgroupTreeNode() { unwatch(); }
 
   std::string path;
   nlink_t links = 0;  // at the last listing; 0: list it (never listed, or a count the file system does not keep)
@@ -430,16 +444,8 @@ struct CgroupTreeNode {
   // with the list it made before, for as long as that list is cached: there it is opened each
   // time.)
   HeldFd dir, procs;
-  // The held directory's inotify watch (CgroupEntryWatch): while it reports nothing, the link
-  // count is the one known.
-  CgroupEntryWatch* watches = nullptr;
-  int watch = -1;
-  std::uint64_t overflows_seen = 0;
-
-  void unwatch() {
-    if (watches) watches->remove(watch);
-    watch = -1;
-  }
+  // The held directory's watch: while it reports nothing, the link count is the one known.
+  HeldWatch watch;
 
   // Appends the pids of this directory and its descendants; false when it is gone.
   bool collect(std::vector<int>& pids, CgroupWalk& walk) {
@@ -468,7 +474,7 @@ struct CgroupTreeNode {
     struct stat info;
     if (procs) {
       // No change reported by the watch: the count known, and a read that fails if it went.
-      if (watch >= 0 && links >= 2 && !watches->take_change(watch, overflows_seen)) {
+      if (links >= 2 && watch.unchanged()) {
         if (pread_whole(procs.get(), walk.buffer, false) == 0) {
           nlink = links;
           parse_procs(walk.buffer, pids);
@@ -480,19 +486,14 @@ struct CgroupTreeNode {
         parse_procs(walk.buffer, pids);
         return true;
       }
-      unwatch();
+      watch.reset();
       dir.reset();  // gone, or gone and made again: looked up by its path below
       procs.reset();
     }
     if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return false;
     nlink = info.st_nlink;
     if (walk.hold) {
-      // The watch first: a child that comes after the count below is reported.
-      if (walk.watches) {
-        watches = walk.watches;
-        watch = watches->add(path);
-        overflows_seen = watches->overflows();
-      }
+      watch.start(walk.watches, path);  // first: a child that comes after the count below is reported
       if (dir.open_at(AT_FDCWD, path.c_str(), O_RDONLY | O_DIRECTORY) == 0 &&
           procs.open_at(dir.get(), "cgroup.procs", O_RDONLY) == 0 && ::fstat(dir.get(), &info) == 0 &&
           pread_whole(procs.get(), walk.buffer, false) == 0) {
@@ -500,7 +501,7 @@ struct CgroupTreeNode {
         parse_procs(walk.buffer, pids);
         return true;
       }
-      unwatch();
+      watch.reset();
     }
     dir.reset();  // no budget left, not a cgroup, or not a cgroup file system: read it once
     procs.reset();
