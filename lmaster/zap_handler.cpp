@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <deque>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -262,11 +263,13 @@ struct ZapHandler::State {
   std::atomic<std::uint64_t> rejected{0};
   std::atomic<std::uint64_t> failed_handshakes{0};
 
-  // Monitor bookkeeping: peer address per accepted socket, and the failure seen last (its
-  // DISCONNECTED event, which carries the socket, follows it at once on the same I/O thread).
+  // Monitor bookkeeping: peer address per accepted socket, and the handshake failures, each
+  // reported at the next DISCONNECTED (which carries the socket; the failure events do not).
   std::map<int, std::string> peers;
-  std::optional<std::uint32_t> failure_event;
-  std::uint32_t failure_value = 0;
+  // Handshake failures waiting for their connection's DISCONNECTED, oldest first: the events
+  // of concurrent handshakes interleave (an AUTH refusal from ZAP can land between another
+  // peer's protocol failure and its disconnect), and a single slot lost one of them.
+  std::deque<std::pair<std::uint32_t, std::uint32_t>> pending_failures;  // event, value
 
   void run() {
     for (;;) {
@@ -379,8 +382,7 @@ struct ZapHandler::State {
       case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
       case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-        failure_event = event;
-        failure_value = value;
+        if (pending_failures.size() < 64) pending_failures.emplace_back(event, value);
         break;
       case ZMQ_EVENT_DISCONNECTED: {
         int fd = static_cast<int>(value);
@@ -389,8 +391,11 @@ struct ZapHandler::State {
           peer = it->second;
           peers.erase(it);
         }
-        if (failure_event) report_failure(*failure_event, failure_value, peer);
-        failure_event.reset();
+        if (!pending_failures.empty()) {
+          auto [failed, why] = pending_failures.front();
+          pending_failures.pop_front();
+          report_failure(static_cast<std::uint16_t>(failed), why, peer);
+        }
         break;
       }
       default:
