@@ -14,12 +14,12 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <deque>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "curve.h"
+#include "handshake_failures.h"
 #include "master_config.h"
 
 namespace fructosa::master {
@@ -263,13 +263,8 @@ struct ZapHandler::State {
   std::atomic<std::uint64_t> rejected{0};
   std::atomic<std::uint64_t> failed_handshakes{0};
 
-  // Monitor bookkeeping: peer address per accepted socket, and the handshake failures, each
-  // reported at the next DISCONNECTED (which carries the socket; the failure events do not).
-  std::map<int, std::string> peers;
-  // Handshake failures waiting for their connection's DISCONNECTED, oldest first: the events
-  // of concurrent handshakes interleave (an AUTH refusal from ZAP can land between another
-  // peer's protocol failure and its disconnect), and a single slot lost one of them.
-  std::deque<std::pair<std::uint32_t, std::uint32_t>> pending_failures;  // event, value
+  // Which peer each handshake failure came from (the events do not say).
+  HandshakeFailures handshakes;
 
   void run() {
     for (;;) {
@@ -371,33 +366,20 @@ struct ZapHandler::State {
 
   void handle_event(std::uint16_t event, std::uint32_t value) {
     switch (event) {
-      case ZMQ_EVENT_ACCEPTED: {
+      case ZMQ_EVENT_ACCEPTED:
         // Read now: the socket may be closed soon after (a refused handshake is quick). If it is
         // gone already, the refusal is logged without a port.
-        int fd = static_cast<int>(value);
-        if (auto peer = peer_of(fd)) peers[fd] = *peer;
-        else peers.erase(fd);
+        handshakes.accepted(static_cast<int>(value), peer_of(static_cast<int>(value)));
         break;
-      }
       case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
       case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-        if (pending_failures.size() < 64) pending_failures.emplace_back(event, value);
+        handshakes.failed(event, value);
         break;
-      case ZMQ_EVENT_DISCONNECTED: {
-        int fd = static_cast<int>(value);
-        std::string peer = "an address lmaster could not read (the connection closed at once)";
-        if (auto it = peers.find(fd); it != peers.end()) {
-          peer = it->second;
-          peers.erase(it);
-        }
-        if (!pending_failures.empty()) {
-          auto [failed, why] = pending_failures.front();
-          pending_failures.pop_front();
-          report_failure(static_cast<std::uint16_t>(failed), why, peer);
-        }
+      case ZMQ_EVENT_DISCONNECTED:
+        if (auto failure = handshakes.disconnected(static_cast<int>(value)))
+          report_failure(failure->event, failure->value, failure->peer);
         break;
-      }
       default:
         break;
     }
