@@ -4,7 +4,7 @@
 Usage:
   /usr/bin/python3 bench/agent_overhead.py [--seconds 60] [--warmup 5] [--jobs N [--cgroup2]]
                                            [--sample-intervals] [--lagent PATH] [--lmaster PATH]
-                                           [--compare LAGENT] [--keep]
+                                           [--compare LAGENT] [--reads-only PATH] [--keep]
 
 Runs at the same time, on this machine, all on 127.0.0.1 with ephemeral ports and everything
 written under one temporary directory (removed at the end unless --keep):
@@ -44,6 +44,13 @@ mounted in the temporary directory, and each job's processes are moved into its 
 lagent then reads what the kernel generates (only the files of the controllers this kernel can
 give a cgroup2 hierarchy; none where they are all bound to cgroup v1, as on the build VM, which
 leaves cpu.stat and cgroup.procs). The cgroups and the mount are removed at the end.
+
+Beside lagent runs build/bench/reads_only with lagent's configuration (row reads_only): the
+same sensors, made the same way and read at the same instants on one thread, and nothing else
+(no scheduling, sending, spooling or logging). Its CPU is the floor under lagent's, what any
+agent pays the kernel to answer these sensors' questions at this rate, and the report gives it
+against collectd's and against the target (--reads-only PATH names another build of it; it is
+left out when that program is missing).
 
 --compare LAGENT runs a second lagent (another build, e.g. before an optimisation) with the same
 configuration at the same time, sending to the same lmaster: row lagent_b, measured the same
@@ -321,6 +328,10 @@ class Bench:
         subprocess.run(["umount", self.cgroup2], check=False)
         self.cgroup2 = None
 
+    def start_reads_only(self):
+        """The floor: lagent's configuration read by bench/reads_only (sensors only)."""
+        return self.spawn("reads_only", [self.args.reads_only, "-c", self.path("lagent.conf")])
+
     def start_lagent(self, port, name="lagent", program=None, cgroup_root=None):
         config = (f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n"
                   f"[lagent]\nhost = {name}\nspool_dir = {self.path(name + '-spool')}\n"
@@ -380,6 +391,8 @@ class Bench:
         self.start_lagent(port, cgroup_root=cgroup_root)
         if self.args.compare:
             self.start_lagent(port, "lagent_b", self.args.compare, cgroup_root)
+        if self.args.reads_only:
+            self.start_reads_only()
         collectd = self.start_collectd(sink.port)
         exporter, exporter_port = self.start_node_exporter()
         scraper = Scraper(exporter_port)
@@ -412,10 +425,11 @@ class Bench:
         # lagent reads on whole seconds of the wall clock: the rounds that fell in the window.
         rounds = int(end_wall) - int(start_wall)
         scrapes = sum(start_mono < t <= end_mono for t in scraper.done)
-        samples = {"lagent": rounds, "lagent_b": rounds, "lmaster": rounds, "collectd": window / 1.0,
+        samples = {"lagent": rounds, "lagent_b": rounds, "reads_only": rounds, "lmaster": rounds, "collectd": window / 1.0,
                    "node_exporter": scrapes}
         rows = {}
-        for name in ["lagent"] + (["lagent_b"] if self.args.compare else []) + ["lmaster", "collectd", "node_exporter"]:
+        for name in (["lagent"] + (["lagent_b"] if self.args.compare else []) +
+                     (["reads_only"] if self.args.reads_only else []) + ["lmaster", "collectd", "node_exporter"]):
             ticks = end_ticks[name] - start_ticks[name]
             sched = sum(end_sched[name][tid] - start_sched[name][tid]
                         for tid in end_sched[name] if tid in start_sched[name])
@@ -487,7 +501,7 @@ def report(args, rows, extra, unavailable, errors):
     print("-" * len(header))
     lagent = rows["lagent"]
     for name, row in rows.items():
-        peer = name in ("collectd", "node_exporter", "lagent_b")
+        peer = name in ("collectd", "node_exporter", "lagent_b", "reads_only")
         cpu_ratio = ratio(lagent["cpu_ms"], row["cpu_ms"]) if peer else ""
         rss_ratio = ratio(lagent["rss_max"], row["rss_max"]) if peer else ""
         print(f"{name:<14} {row['samples']:>7.0f} {row['cpu_ms']:>13.3f} {row['sched_ms']:>15.3f} "
@@ -502,6 +516,12 @@ def report(args, rows, extra, unavailable, errors):
           f"{lagent['cpu_ms']:.3f} vs {target * collectd['cpu_ms']:.3f} ms "
           f"(sched {lagent['sched_ms']:.3f} vs {target * collectd['sched_ms']:.3f}); "
           f"lagent RSS <= 6 MiB: {lagent['rss_max']:.2f} MiB max")
+    if "reads_only" in rows:
+        floor = rows["reads_only"]
+        print(f"floor (reads_only: the same sensors' reads and nothing else): {floor['cpu_ms']:.3f} ms/sample "
+              f"(sched {floor['sched_ms']:.3f}) = {ratio(floor['cpu_ms'], collectd['cpu_ms'])} x collectd's "
+              f"(sched {ratio(floor['sched_ms'], collectd['sched_ms'])}); lagent's own work above it: "
+              f"{lagent['sched_ms'] - floor['sched_ms']:.3f} ms/sample (sched)")
     print(f"data: lmaster HDF5 {extra['h5_bytes']} bytes; collectd sent {extra['graphite_lines']} Graphite lines; "
           f"node_exporter {extra['series']} series per scrape"
           + (f"; {len(extra['scrape_errors'])} failed scrapes ({extra['scrape_errors'][0]})" if extra["scrape_errors"] else ""))
@@ -519,6 +539,8 @@ def report(args, rows, extra, unavailable, errors):
         command += ["--sample-intervals"]
     if args.compare:
         command += ["--compare", args.compare]
+    if args.reads_only:
+        command += ["--reads-only", args.reads_only]
     command += ["--lagent", args.lagent, "--lmaster", args.lmaster]
     print("command: " + shlex.join(command))
 
@@ -540,8 +562,17 @@ def main():
     parser.add_argument("--compare", metavar="LAGENT",
                         help="also run this lagent build with the same configuration, at the same time "
                              "(row lagent_b), e.g. to measure an optimisation under the same load")
+    parser.add_argument("--reads-only", metavar="PATH",
+                        help="the reads_only program of the floor row (default: bench/reads_only of lagent's "
+                             "build directory, when there)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, configs)")
     args = parser.parse_args()
+    if args.reads_only is None:
+        beside = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(shutil.which(args.lagent) or args.lagent))),
+                              "bench", "reads_only")
+        args.reads_only = beside if os.access(beside, os.X_OK) else ""
+    elif not os.access(args.reads_only, os.X_OK):
+        parser.error(f"--reads-only {args.reads_only}: not an executable")
     if args.seconds < 1 or args.warmup < 0 or args.jobs < 0:
         parser.error("--seconds >= 1, --warmup >= 0, --jobs >= 0")
     if args.cgroup2 and (not args.jobs or os.geteuid() != 0):

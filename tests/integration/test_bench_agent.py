@@ -11,14 +11,16 @@ import unittest
 from fructosa_test import HERE, LAGENT, LMASTER
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "agent_overhead.py")
-PROCESSES = ["lagent", "lmaster", "collectd", "node_exporter"]
+PROCESSES = ["lagent", "reads_only", "lmaster", "collectd", "node_exporter"]
+# The floor row's program, built beside lagent (build/bench/reads_only).
+READS_ONLY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(LAGENT))), "bench", "reads_only")
 NUMBER = r"\d+(?:\.\d+)?"
 
 
 class AgentOverheadBenchTest(unittest.TestCase):
     def run_bench(self, *extra):
         args = ["/usr/bin/python3", BENCH, "--seconds", "3", "--warmup", "1",
-                "--lagent", LAGENT, "--lmaster", LMASTER, *extra]
+                "--lagent", LAGENT, "--lmaster", LMASTER, "--reads-only", READS_ONLY, *extra]
         result = subprocess.run(args, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
         return result.stdout
@@ -29,6 +31,7 @@ class AgentOverheadBenchTest(unittest.TestCase):
             row = rf"^{process}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}"
             self.assertRegex(output, re.compile(row, re.M), output)
         self.assertIn("command: /usr/bin/python3 ", output)
+        self.assertRegex(output, rf"floor \(reads_only: .*\): {NUMBER} ms/sample \(sched {NUMBER}\) = {NUMBER} x collectd's")
         self.assertNotIn("lagent logged:", output)
 
     def test_system_sensors(self):
