@@ -40,10 +40,11 @@ processes this script starts, so JobProc and Taskstats read real /proc entries a
 netlink answers. PerfHW counts a job through the fd of its perf_event cgroup directory, which
 a generated tree cannot give: lagent reports it unavailable, and this script prints the reason.
 With --cgroup2 (root) the same layout is made of real cgroups instead, on a cgroup2 hierarchy
-mounted in the temporary directory, and each job's processes are moved into its task_0 cgroup:
+mounted in the temporary directory, under a cgroup of the run's own (every cgroup2 mount shows
+the machine's one hierarchy), and each job's processes are moved into its task_0 cgroup:
 lagent then reads what the kernel generates (only the files of the controllers this kernel can
 give a cgroup2 hierarchy; none where they are all bound to cgroup v1, as on the build VM, which
-leaves cpu.stat and cgroup.procs). The cgroups and the mount are removed at the end.
+leaves cpu.stat and cgroup.procs). Those cgroups and the mount are removed at the end.
 
 Beside lagent runs build/bench/reads_only with lagent's configuration (row reads_only): the
 same sensors, made the same way and read at the same instants on one thread, and nothing else
@@ -221,6 +222,7 @@ class Bench:
         self.sleepers = []
         self.files = []
         self.cgroup2 = None  # the cgroup2 mount point of --cgroup2
+        self.cgroup2_root = None  # this run's cgroup in it, the jobs' cgroup_root
 
     def path(self, *names):
         return os.path.join(self.dir, *names)
@@ -299,11 +301,17 @@ class Bench:
 
     def make_real_jobs(self):
         """--cgroup2: the same layout as real cgroups, on a cgroup2 hierarchy mounted in the
-        temporary directory, with each job's sleep processes moved into its task_0 cgroup."""
-        root = self.path("cgroup")
-        os.makedirs(root)
-        subprocess.run(["mount", "-t", "cgroup2", "none", root], check=True)
-        self.cgroup2 = root
+        temporary directory, with each job's sleep processes moved into its task_0 cgroup.
+        Every mount of cgroup2 shows the one hierarchy of the machine (on a systemd host, the
+        cgroups of its services), so the jobs go under a cgroup of this run's own, given to
+        lagent as its cgroup_root, and only that subtree is removed at the end."""
+        mount = self.path("cgroup")
+        os.makedirs(mount)
+        subprocess.run(["mount", "-t", "cgroup2", "none", mount], check=True)
+        self.cgroup2 = mount
+        root = os.path.join(mount, f"fructosa-agentbench-{os.getpid()}")
+        os.mkdir(root)
+        self.cgroup2_root = root
         scope = os.path.join(root, "system.slice", "slurmstepd.scope")
         for index in range(self.args.jobs):
             task_dir = os.path.join(scope, f"job_{FIRST_JOB_ID + index}", "step_0", "user", "task_0")
@@ -316,17 +324,17 @@ class Bench:
         return root
 
     def remove_real_jobs(self):
-        """Removes the --cgroup2 job cgroups (their processes have ended) and the mount."""
+        """Removes this run's cgroups (their processes have ended), deepest first, and the mount."""
         if not self.cgroup2:
             return
-        for directory, _, _ in sorted(os.walk(self.cgroup2), key=lambda entry: -len(entry[0])):
-            if directory != self.cgroup2:
+        if self.cgroup2_root:
+            for directory, _, _ in sorted(os.walk(self.cgroup2_root), key=lambda entry: -len(entry[0])):
                 try:
                     os.rmdir(directory)
                 except OSError as error:
                     print(f"cannot remove cgroup {directory}: {error}", file=sys.stderr)
         subprocess.run(["umount", self.cgroup2], check=False)
-        self.cgroup2 = None
+        self.cgroup2 = self.cgroup2_root = None
 
     def start_reads_only(self):
         """The floor: lagent's configuration read by bench/reads_only (sensors only)."""

@@ -4,8 +4,9 @@
 // costs is what any agent pays for asking the kernel the same questions at the same rate
 // with these sensors' system calls; lagent's CPU above it is the agent's own work.
 // agent_overhead.py runs it beside lagent, with lagent's configuration, as the row reads_only.
-//   bench/reads_only -c LAGENT_CONF [--seconds N]
-// Runs until SIGTERM/SIGINT or N seconds, then prints its CPU time per round and per second.
+//   bench/reads_only -c LAGENT_CONF [--seconds N] [--per-sensor]
+// Runs until SIGTERM/SIGINT or N seconds, then prints its CPU time per round and per second;
+// --per-sensor also times each read (two more clock reads per sensor: not for the floor itself).
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -49,6 +50,8 @@ struct Reading {
   std::int64_t deadline = 0;
   std::int64_t last_try = 0;
   std::uint32_t failures = 0;
+  double cpu_ms = 0;  // --per-sensor
+  std::uint64_t reads = 0;
 };
 
 }  // namespace
@@ -56,18 +59,21 @@ struct Reading {
 int main(int argc, char** argv) {
   std::string config_path;
   double seconds = 0;
+  bool per_sensor = false;
   for (int i = 1; i < argc; ++i) {
     if ((!std::strcmp(argv[i], "-c") || !std::strcmp(argv[i], "--config")) && i + 1 < argc)
       config_path = argv[++i];
     else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc)
       seconds = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--per-sensor"))
+      per_sensor = true;
     else {
-      fmt::print(stderr, "usage: {} -c LAGENT_CONF [--seconds N]\n", argv[0]);
+      fmt::print(stderr, "usage: {} -c LAGENT_CONF [--seconds N] [--per-sensor]\n", argv[0]);
       return 2;
     }
   }
   if (config_path.empty()) {
-    fmt::print(stderr, "usage: {} -c LAGENT_CONF [--seconds N]\n", argv[0]);
+    fmt::print(stderr, "usage: {} -c LAGENT_CONF [--seconds N] [--per-sensor]\n", argv[0]);
     return 2;
   }
   std::signal(SIGTERM, stop);
@@ -118,12 +124,15 @@ int main(int argc, char** argv) {
       reading.last_try = instant;
       samples.clear();
       sensors::SampleWriter out(samples, config.host, reading.definition->name, instant);
+      const double started = per_sensor ? static_cast<double>(now_ns(CLOCK_THREAD_CPUTIME_ID)) / 1e6 : 0;
       try {
         reading.sensor->sample(out);
         reading.failures = 0;
       } catch (const std::exception&) {
         ++reading.failures;
       }
+      if (per_sensor) reading.cpu_ms += static_cast<double>(now_ns(CLOCK_THREAD_CPUTIME_ID)) / 1e6 - started;
+      ++reading.reads;
       ++reads;
     }
   }
@@ -132,5 +141,11 @@ int main(int argc, char** argv) {
   fmt::print("reads_only: {} sensors of {}; {} rounds, {} reads in {:.1f} s: {:.3f} ms CPU per round, {:.3f} ms per s\n",
              readings.size(), config_path, rounds, reads, wall_s, cpu_ms / std::max<std::uint64_t>(rounds, 1),
              cpu_ms / std::max(wall_s, 1e-9));
+  if (per_sensor) {
+    fmt::print("{:<22} {:>7} {:>12}\n", "sensor", "reads", "ms CPU/read");
+    for (const auto& reading : readings)
+      fmt::print("{:<22} {:>7} {:>12.3f}\n", reading.definition->name, reading.reads,
+                 reading.cpu_ms / static_cast<double>(std::max<std::uint64_t>(reading.reads, 1)));
+  }
   return 0;
 }
