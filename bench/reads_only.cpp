@@ -60,19 +60,18 @@ int main(int argc, char** argv) {
   std::string config_path;
   double seconds = 0;
   bool per_sensor = false;
-  for (int i = 1; i < argc; ++i) {
+  bool usage_error = false;
+  for (int i = 1; i < argc && !usage_error; ++i) {
     if ((!std::strcmp(argv[i], "-c") || !std::strcmp(argv[i], "--config")) && i + 1 < argc)
       config_path = argv[++i];
     else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc)
       seconds = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--per-sensor"))
       per_sensor = true;
-    else {
-      fmt::print(stderr, "usage: {} -c LAGENT_CONF [--seconds N] [--per-sensor]\n", argv[0]);
-      return 2;
-    }
+    else
+      usage_error = true;
   }
-  if (config_path.empty()) {
+  if (usage_error || config_path.empty()) {
     fmt::print(stderr, "usage: {} -c LAGENT_CONF [--seconds N] [--per-sensor]\n", argv[0]);
     return 2;
   }
