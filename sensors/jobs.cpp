@@ -25,6 +25,7 @@
 #include <sstream>
 #include <utility>
 
+#include "cgroup_entry_watch.h"
 #include "procfs.h"
 #include "sensor.h"
 
@@ -326,61 +327,6 @@ void read_procs(const std::string& path, std::vector<int>& pids, std::string& bu
 }
 
 }  // namespace
-
-// Subdirectories that came or went in the cgroup directories a walk holds (cgroup v2), from
-// inotify: a round asks the kernel once what changed instead of an fstat of every directory
-// for its link count (6 % of lagent's CPU with 50 jobs of four cgroups each). mkdir, rmdir and
-// rename of cgroups go through the VFS, which reports them; the control files the kernel adds
-// are not directories. Without inotify (no instance, no watch left) each directory is asked
-// with fstat as before.
-class CgroupEntryWatch {
- public:
-  CgroupEntryWatch() : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {}
-  ~CgroupEntryWatch() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  CgroupEntryWatch(const CgroupEntryWatch&) = delete;
-  CgroupEntryWatch& operator=(const CgroupEntryWatch&) = delete;
-
-  // A watch of the directory `path`, or -1.
-  int add(const std::string& path) {
-    if (fd_ < 0) return -1;
-    return ::inotify_add_watch(fd_, path.c_str(),
-                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
-                                   IN_ONLYDIR);
-  }
-  void remove(int watch) {
-    if (watch < 0) return;
-    ::inotify_rm_watch(fd_, watch);  // EINVAL once the kernel dropped it (the directory went)
-    changed_.erase(watch);
-  }
-  // Takes in what the kernel reported since the last call.
-  void drain() {
-    if (fd_ < 0) return;
-    alignas(inotify_event) char buffer[4096];
-    for (ssize_t got; (got = ::read(fd_, buffer, sizeof buffer)) > 0;) {
-      for (ssize_t at = 0; at < got;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
-        if (event->mask & IN_Q_OVERFLOW) ++overflows_;  // events were lost: every directory is asked
-        else changed_.insert(event->wd);
-        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-      }
-    }
-  }
-  // True when `watch` reported a change (forgotten now), or events were lost since `overflows`
-  // (which is brought up to date).
-  bool take_change(int watch, std::uint64_t& overflows) {
-    bool changed = changed_.erase(watch) > 0 || overflows != overflows_;
-    overflows = overflows_;
-    return changed;
-  }
-  std::uint64_t overflows() const { return overflows_; }
-
- private:
-  int fd_;
-  std::set<int> changed_;
-  std::uint64_t overflows_ = 0;
-};
 
 // A held directory's watch (CgroupEntryWatch), given back when its node lets it go.
 class HeldWatch {

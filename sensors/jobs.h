@@ -66,7 +66,7 @@ struct JobSnapshot {
   const JobCgroup* find(std::uint64_t id) const;
 };
 
-class CgroupEntryWatch;  // jobs.cpp
+class CgroupEntryWatch;  // cgroup_entry_watch.h
 struct CgroupWalk;
 
 class JobDirectory {
