@@ -58,6 +58,7 @@
 #include <zmq.hpp>
 
 #include "codec.h"
+#include "graphite_name.h"
 #include "sensor.h"
 
 using namespace fructosa;
@@ -396,13 +397,6 @@ std::string sensor_description(std::string_view sensor) {
   return definition ? definition->description : std::string();
 }
 
-// carbon's path rules, as lmaster's Graphite output applies them: bytes carbon cannot take
-// become '_' (dots inside a key are separators).
-void append_graphite_component(std::string& out, std::string_view text) {
-  if (text.empty()) out += '_';
-  for (unsigned char c : text) out += (c <= ' ' || c >= 0x7f || c == '/' || c == ';') ? '_' : static_cast<char>(c);
-}
-
 void fill_agent(Agent& agent, int index, const Settings& settings, const std::vector<SensorModel>& model) {
   char name[64];
   std::snprintf(name, sizeof name, "%s%05d", settings.host_prefix.c_str(), index);
@@ -420,19 +414,14 @@ void fill_agent(Agent& agent, int index, const Settings& settings, const std::ve
     for (std::size_t k = 0; k < sensor.keys.size(); ++k) {
       sample.metrics.push_back({sensor.keys[k], first_value(sensor.values[k], agent.random)});
       if (!settings.plaintext.empty()) {
+        // The names lmaster's Graphite output would send (common/graphite_name.h).
         std::string path;
-        append_graphite_component(path, agent.host);
+        append_graphite_host(path, agent.host);
         path += '.';
         append_graphite_component(path, sensor.sensor);
         if (!sensor.keys[k].empty()) {
-          std::string_view key = sensor.keys[k];
-          for (std::size_t begin = 0;;) {  // each dotted component on its own
-            std::size_t dot = key.find('.', begin);
-            path += '.';
-            append_graphite_component(path, key.substr(begin, dot - begin));
-            if (dot == std::string_view::npos) break;
-            begin = dot + 1;
-          }
+          path += '.';
+          append_graphite_dotted(path, sensor.keys[k]);
         }
         path += ' ';
         agent.paths.push_back(std::move(path));

@@ -100,7 +100,8 @@ void AgentRegistry::check(std::int64_t now_ns) {
 
 void AgentRegistry::add_metrics(Sample& sample) const {
   for (const auto& [host, record] : agents_) {
-    std::string prefix = "agent." + host;
+    // One component, so that agent.*.up matches a host with dots (a full name, an address) too.
+    std::string prefix = "agent." + key_component(host);
     sample.metrics.push_back({prefix + ".up", record.up ? 1.0 : 0.0});
     sample.metrics.push_back({prefix + ".last_seen", static_cast<double>(record.last_seen_ns) / kNs});
     sample.metrics.push_back({prefix + ".rate", record.rate});
@@ -113,7 +114,7 @@ void AgentRegistry::describe(MetricInfoStore& infos, const std::string& sensor, 
   const std::string pattern_prefix = "agent.*.";
   for (const auto& entry : master_catalog().entries())
     if (entry.pattern.starts_with(pattern_prefix))
-      infos.remember(sensor, "agent." + host + entry.pattern.substr(pattern_prefix.size() - 1),
+      infos.remember(sensor, "agent." + key_component(host) + entry.pattern.substr(pattern_prefix.size() - 1),
                      MetricInfo{std::string(to_string(entry.unit)), entry.kind, entry.description});
 }
 

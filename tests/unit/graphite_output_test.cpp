@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "config.h"
+#include "graphite_name.h"
 
 namespace fructosa::master {
 namespace {
@@ -144,6 +146,8 @@ TEST(GraphitePath, PrefixDotsAtEitherEndAreIgnoredAndItsComponentsSanitised) {
             "cluster1.node07.VirtualMemory.total");
   EXPECT_EQ(CarbonEncoder(CarbonProtocol::pickle, ".my site.a/b", 500).path(vm, "total"),
             "my_site.a_b.node07.VirtualMemory.total");
+  EXPECT_EQ(CarbonEncoder(CarbonProtocol::pickle, "site(1)..a=b+c", 500).path(vm, "total"),
+            "site_1_._.a_b_c.node07.VirtualMemory.total");
 }
 
 TEST(GraphitePath, ComponentsAreSanitisedAndKeepTheirDots) {
@@ -151,9 +155,8 @@ TEST(GraphitePath, ComponentsAreSanitisedAndKeepTheirDots) {
   Sample temps = make_sample("node07", "SensorsTemperatures", kT0, 0, {});
   EXPECT_EQ(encoder.path(temps, "coretemp.Core 0.current"),
             "node07.SensorsTemperatures.coretemp.Core_0.current");
-  // '/' would make directories in carbon; ';' starts tags; bytes outside printable ASCII go.
   EXPECT_EQ(encoder.path(temps, "/home.used"), "node07.SensorsTemperatures._home.used");
-  EXPECT_EQ(encoder.path(temps, "a;b=c.d\te\x7f"), "node07.SensorsTemperatures.a_b=c.d_e_");
+  EXPECT_EQ(encoder.path(temps, "a;b=c.d\te\x7f"), "node07.SensorsTemperatures.a_b_c.d_e_");
   EXPECT_EQ(encoder.path(temps, "caf\xc3\xa9"), "node07.SensorsTemperatures.caf__");
   // An empty component would make "a..b", which carbon stores as a/b: it becomes "_".
   EXPECT_EQ(encoder.path(temps, "a..b."), "node07.SensorsTemperatures.a._.b._");
@@ -163,6 +166,77 @@ TEST(GraphitePath, ComponentsAreSanitisedAndKeepTheirDots) {
   EXPECT_EQ(encoder.path(make_sample("", "S", kT0, 0, {}), "k"), "_.S.k");
   // An IPv4 address keeps every octet.
   EXPECT_EQ(encoder.path(make_sample("10.1.2.3", "S", kT0, 0, {}), "k"), "10_1_2_3.S.k");
+  EXPECT_EQ(encoder.path(make_sample("node(1)+a.x", "S", kT0, 0, {}), "k"), "node_1__a.S.k");
+}
+
+// The set carbon-c-relay stores as it is and graphite-web parses unquoted.
+bool relay_keeps(unsigned char c) {
+  return std::isalnum(c) || c == '-' || c == '_' || c == ':' || c == '#';
+}
+
+TEST(GraphitePath, EveryByteOutsideTheRelaysSetBecomesAnUnderscore) {
+  CarbonEncoder encoder(CarbonProtocol::pickle, "", 500);
+  Sample sample = make_sample("node01", "S", kT0, 0, {});
+  int kept = 0;
+  for (int byte = 0; byte < 256; ++byte) {
+    const char c = static_cast<char>(byte);
+    if (c == '.') continue;  // a key's separator
+    const std::string name = std::string("a") + c + "b";
+    const std::string expected = relay_keeps(static_cast<unsigned char>(byte)) ? name : "a_b";
+    EXPECT_EQ(encoder.path(sample, name), "node01.S." + expected) << "byte " << byte;
+    // In a host or sensor name too.
+    EXPECT_EQ(encoder.path(make_sample(name, name, kT0, 0, {}), "k"),
+              expected + "." + expected + ".k")
+        << "byte " << byte;
+    EXPECT_EQ(graphite_component(name), expected) << "byte " << byte;
+    kept += expected == name;
+  }
+  EXPECT_EQ(kept, 26 + 26 + 10 + 4);
+}
+
+TEST(GraphitePath, ADiskUsagePathIsStoredUnderTheNameSent) {
+  // What carbon-c-relay would store `node01.DiskUsage._scratch+proj(1)@a=b.total` as: the name
+  // sent must already be that, or dashboards ask for a name that does not exist.
+  CarbonEncoder encoder(CarbonProtocol::pickle, "", 500);
+  std::vector<Sample> samples{
+      make_sample("node01.cluster", "DiskUsage", kT0, 0,
+                  {{"/scratch+proj(1)@a=b.total", 2048}, {"/home.percent", 12.5}})};
+  EXPECT_EQ(encoder.path(samples[0], samples[0].metrics[0].key),
+            "node01.DiskUsage._scratch_proj_1__a_b.total");
+  std::vector<CarbonFrame> frames;
+  std::size_t used = encoder.encode(samples, frames);
+  EXPECT_EQ(decode_with_python(joined(frames, used), CarbonProtocol::pickle),
+            "frame 2\n" +
+                point_line("node01.DiskUsage._scratch_proj_1__a_b.total", 1700000000, 2048) +
+                point_line("node01.DiskUsage._home.percent", 1700000000, 12.5));
+  CarbonEncoder plaintext(CarbonProtocol::plaintext, "", 500);
+  used = plaintext.encode(samples, frames);
+  EXPECT_EQ(joined(frames, used),
+            "node01.DiskUsage._scratch_proj_1__a_b.total 2048 1700000000\n"
+            "node01.DiskUsage._home.percent 12.5 1700000000\n");
+}
+
+TEST(GraphiteName, TheSharedMappingGivesTheOutputsComponents) {
+  EXPECT_EQ(graphite_component(""), "_");
+  EXPECT_EQ(graphite_component("My.Sensor"), "My_Sensor");
+  EXPECT_EQ(graphite_dotted("/scratch+proj(1)@a=b.total"), "_scratch_proj_1__a_b.total");
+  EXPECT_EQ(graphite_dotted(".a..b%."), "_.a._.b_._");
+  EXPECT_EQ(graphite_dotted("eth0.bytes_sent"), "eth0.bytes_sent");
+  EXPECT_EQ(graphite_host("node07.cluster.example"), "node07");
+  EXPECT_EQ(graphite_host("10.1.2.3"), "10_1_2_3");
+  EXPECT_EQ(graphite_host("node 7,x.example"), "node_7_x");
+  EXPECT_EQ(graphite_host(""), "_");
+  EXPECT_EQ(graphite_prefix(""), "");
+  EXPECT_EQ(graphite_prefix("..."), "");
+  EXPECT_EQ(graphite_prefix(".hpc.cluster=1."), "hpc.cluster_1.");
+  // The encoder's paths are made of these pieces, whatever the names hold.
+  for (std::string_view prefix : {"", "p", "a b.c(d)"})
+    for (std::string_view host : {"n07", "n07.x", "10.0.0.1", "n@7", ""})
+      for (std::string_view key : {"k", "a.b", "a..=", "+"}) {
+        Sample sample = make_sample(std::string(host), "S+x", kT0, 0, {});
+        EXPECT_EQ(CarbonEncoder(CarbonProtocol::pickle, prefix, 500).path(sample, key),
+                  graphite_prefix(prefix) + graphite_host(host) + ".S_x." + graphite_dotted(key));
+      }
 }
 
 // ---------------------------------------------------------------------------------------------
