@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <map>
@@ -10,6 +11,7 @@
 #include <set>
 
 #include "agent_config.h"
+#include "graphite_name.h"
 #include "master_catalog.h"
 
 namespace fructosa::dashboards {
@@ -34,6 +36,7 @@ struct Metric {
   Unit unit = Unit::none;
   Kind kind = Kind::gauge;
   std::string description;
+  double interval = 1;  // the sensor's seconds between readings
 };
 
 // Where the samples of a panel come from.
@@ -67,6 +70,15 @@ bool in_list(std::string_view list, std::string_view pattern) {
 }
 
 bool per_item(std::string_view pattern) { return !pattern.empty() && pattern.front() == '*'; }
+
+// Whether the sensor reports per-item keys: a bool option says so, a list option does when it
+// names several distinct items (DiskUsage's `path`: one path gives the plain keys).
+bool per_item_keys(const Options& options, const std::string& option) {
+  const auto& value = options.get(option);
+  if (const auto* list = std::get_if<std::vector<std::string>>(&value))
+    return std::set<std::string>(list->begin(), list->end()).size() > 1;
+  return options.get_bool(option);
+}
 bool has_wildcard(std::string_view pattern) { return pattern.find('*') != std::string_view::npos; }
 
 // The catalog entries a sensor so configured reports in node (job 0) or per-job samples.
@@ -83,11 +95,11 @@ std::vector<Metric> shown_metrics(const ShownSensor& sensor, bool job_samples) {
     }
     if (!hints.per_item_option.empty() && sensor.options.has(std::string(hints.per_item_option)) &&
         !is_node_key(entry.pattern)) {
-      bool items = sensor.options.get_bool(std::string(hints.per_item_option));
+      bool items = per_item_keys(sensor.options, std::string(hints.per_item_option));
       if (per_item(entry.pattern) != items) continue;
     }
     if (!hints.key_list_option.empty() && !is_node_key(entry.pattern)) continue;  // listed keys below
-    metrics.push_back({sensor.name, entry.pattern, entry.unit, entry.kind, entry.description});
+    metrics.push_back({sensor.name, entry.pattern, entry.unit, entry.kind, entry.description, sensor.interval});
   }
   // A key list (PerfHW's events): each listed key with the entry that describes it, in the
   // list's order, where the samples asked for carry such keys.
@@ -97,7 +109,7 @@ std::vector<Metric> shown_metrics(const ShownSensor& sensor, bool job_samples) {
     for (const auto& key : sensor.options.get_list(std::string(hints.key_list_option))) {
       const CatalogEntry* entry = sensor.catalog->find(key);
       if (!entry || is_node_key(entry->pattern) || !seen.insert(key).second) continue;
-      metrics.push_back({sensor.name, key, entry->unit, entry->kind, entry->description});
+      metrics.push_back({sensor.name, key, entry->unit, entry->kind, entry->description, sensor.interval});
     }
   }
   return metrics;
@@ -207,19 +219,6 @@ std::string number_text(double value) { return fmt::format("{}", value); }
 // ---------------------------------------------------------------------------------------------
 // Graphite
 
-// Carbon path components as lmaster's Graphite output writes them (graphite_output.cpp): bytes
-// outside printable ASCII, '/' and ';' become '_' (and dots, in a host or sensor name).
-std::string graphite_component(std::string_view component, bool dots_too) {
-  if (component.empty()) return "_";
-  std::string out;
-  for (char c : component) {
-    auto byte = static_cast<unsigned char>(c);
-    bool safe = byte > 0x20 && byte < 0x7f && c != '/' && c != ';' && !(dots_too && c == '.');
-    out += safe ? c : '_';
-  }
-  return out;
-}
-
 std::vector<std::string> split_dots(std::string_view text) {
   std::vector<std::string> parts;
   if (text.empty()) return parts;
@@ -231,18 +230,18 @@ std::vector<std::string> split_dots(std::string_view text) {
   }
 }
 
+// Names are mapped as lmaster's Graphite output maps them: the same functions
+// (common/graphite_name.h), so a dashboard asks for what carbon stores.
 std::vector<std::string> prefix_components(std::string_view prefix) {
-  while (!prefix.empty() && prefix.front() == '.') prefix.remove_prefix(1);
-  while (!prefix.empty() && prefix.back() == '.') prefix.remove_suffix(1);
-  std::vector<std::string> parts;
-  for (const auto& part : split_dots(prefix)) parts.push_back(graphite_component(part, false));
-  return parts;
+  std::string mapped = graphite_prefix(prefix);  // "a.b." or ""
+  if (!mapped.empty()) mapped.pop_back();
+  return split_dots(mapped);
 }
 
 std::string key_path(std::string_view pattern) {
   std::string out;
   for (const auto& part : split_dots(pattern))
-    out += (out.empty() ? "" : ".") + (part == "*" ? part : graphite_component(part, false));
+    out += (out.empty() ? "" : ".") + (part == "*" ? part : graphite_component(part));
   return out;
 }
 
@@ -275,7 +274,7 @@ GraphitePath graphite_path(const GraphitePlace& place, const Metric& metric) {
   }
   path.host_node = parts.size();
   parts.push_back(place.host);
-  parts.push_back(graphite_component(metric.sensor, true));
+  parts.push_back(graphite_component(metric.sensor));
   for (const auto& part : split_dots(key_path(metric.pattern))) {
     if (part == "*") path.wildcard_key_nodes.push_back(parts.size());
     path.key_nodes.push_back(parts.size());
@@ -297,12 +296,22 @@ std::string nodes_text(const std::vector<std::size_t>& nodes) {
   return out;
 }
 
-// A rate for counters (perSecond: per second between points, resets give no point), the unit's
-// scale, and a legend naming what varies (host, CPU, NIC, key).
+// A counter's rate per second. perSecond() gives no rate next to a missing point, and carbon
+// stores nothing between two readings when its step is finer than the sensor's interval (1 s
+// points, a reading every 10 s): interpolate() first fills the points between two readings,
+// so each step gets the mean rate between them. Its limit bridges no more than one interval
+// at a 1 s step, so a reading that never came stays a gap. A reset gives no rate.
+std::string graphite_rate(const std::string& path, double interval) {
+  long missing = std::lround(std::ceil(interval - 1e-9)) - 1;  // points between two readings
+  if (missing < 1) return fmt::format("perSecond({})", path);
+  return fmt::format("perSecond(interpolate({}, {}))", path, missing);
+}
+
+// A rate for counters, the unit's scale, and a legend naming what varies (host, CPU, NIC, key).
 std::string graphite_target(const GraphitePlace& place, const Metric& metric, bool several_metrics) {
   GraphitePath path = graphite_path(place, metric);
   std::string expression = path.text;
-  if (metric.kind == Kind::counter) expression = fmt::format("perSecond({})", expression);
+  if (metric.kind == Kind::counter) expression = graphite_rate(expression, metric.interval);
   UnitPlan plan = unit_plan(metric.unit, metric.kind);
   if (plan.scale != 1) expression = fmt::format("scale({}, {})", expression, number_text(plan.scale));
   std::vector<std::size_t> alias_nodes;
@@ -319,7 +328,7 @@ std::string graphite_top_target(const GraphitePlace& place, const Metric& metric
                                 std::size_t top) {
   GraphitePath path = graphite_path(place, metric);
   std::string expression = path.text;
-  if (metric.kind == Kind::counter) expression = fmt::format("perSecond({})", expression);
+  if (metric.kind == Kind::counter) expression = graphite_rate(expression, metric.interval);
   UnitPlan plan = unit_plan(metric.unit, metric.kind);
   if (plan.scale != 1) expression = fmt::format("scale({}, {})", expression, number_text(plan.scale));
   if (has_wildcard(metric.pattern))
@@ -520,7 +529,7 @@ class DashboardBuilder {
     GraphitePlace place;
     place.prefix = prefix_components(settings_.prefix);
     switch (scope) {
-      case Scope::node: place.host = host.empty() ? "$host" : graphite_component(host, true); break;
+      case Scope::node: place.host = host.empty() ? "$host" : graphite_host(host); break;
       case Scope::job:
         place.job = true;
         place.host = "$jobhost";
@@ -542,7 +551,7 @@ class DashboardBuilder {
   // each key to its own field; a repeated panel shows each).
   std::string es_key_variable(const Metric& metric) {
     std::string regex = es_key_regex(metric.pattern);
-    std::string name = fmt::format("keys_{}_{}", graphite_component(metric.sensor, true), es_key_variables_.size());
+    std::string name = fmt::format("keys_{}_{}", graphite_component(metric.sensor), es_key_variables_.size());
     for (char& c : name)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
     auto [it, added] = es_key_variables_.emplace(metric.sensor + "\n" + metric.pattern, name);
@@ -658,11 +667,7 @@ json query_variable(const Settings& settings, std::string name, std::string labe
   return variable;
 }
 
-std::string graphite_prefix_text(const Settings& settings) {
-  std::string out;
-  for (const auto& part : prefix_components(settings.prefix)) out += part + ".";
-  return out;
-}
+std::string graphite_prefix_text(const Settings& settings) { return graphite_prefix(settings.prefix); }
 
 // Rows in DashboardRow order; within a row, sensors by name.
 std::vector<const ShownSensor*> in_row_order(const std::vector<ShownSensor>& sensors) {
@@ -735,9 +740,12 @@ std::string_view to_string(DashboardKind kind) {
 std::vector<ShownSensor> all_sensors_with_defaults() {
   std::vector<ShownSensor> shown;
   IniFile none = IniFile::parse("", "(defaults)");
+  double interval = parse_section(sensors::common_sensor_options(), none, nullptr).get_real("time_interval");
   for (const auto* definition : sensors::all_sensors())
     shown.push_back({definition->name, definition->catalog, definition->dashboard,
-                     parse_section(*definition->options, none, nullptr)});
+                     parse_section(*definition->options, none, nullptr),
+                     // lagent's own sensor runs every 10 s unless configured (agent_config.cpp).
+                     definition->name == "lagent" ? 10.0 : interval});
   return shown;
 }
 
@@ -745,14 +753,17 @@ std::vector<ShownSensor> sensors_of_agent_config(const std::string& path) {
   agent::AgentConfig config = agent::load_agent_config(path);
   std::vector<ShownSensor> shown;
   for (const auto& sensor : config.sensors)
-    shown.push_back({sensor.definition->name, sensor.definition->catalog, sensor.definition->dashboard, sensor.options});
+    shown.push_back({sensor.definition->name, sensor.definition->catalog, sensor.definition->dashboard, sensor.options,
+                     sensor.interval});
   return shown;
 }
 
 ShownSensor master_sensor() {
   IniFile none = IniFile::parse("", "(defaults)");
+  // Every 10 s: the default [lmaster] stats_interval (lmaster/master_config.cpp; a unit test
+  // keeps the two equal). make-dashboard does not read lmaster.conf.
   return {master::kMasterSensorName, &master::master_catalog(), {.row = DashboardRow::lmaster},
-          parse_section({}, none, nullptr)};
+          parse_section({}, none, nullptr), 10.0};
 }
 
 json make_dashboard(DashboardKind kind, const Settings& settings, const std::string& fixed_host) {
@@ -801,7 +812,7 @@ json make_dashboard(DashboardKind kind, const Settings& settings, const std::str
       ShownSensor master = master_sensor();
       auto master_metric = [&](std::string_view pattern) {
         const CatalogEntry* entry = master.catalog->find(pattern);
-        return Metric{master.name, std::string(pattern), entry->unit, entry->kind, entry->description};
+        return Metric{master.name, std::string(pattern), entry->unit, entry->kind, entry->description, master.interval};
       };
       PanelSpec reporting;
       reporting.type = "stat";
@@ -889,11 +900,7 @@ bool is_grafana_unit(std::string_view id) {
   return known.count(id) > 0;
 }
 
-std::string short_host(std::string_view host) {
-  // An IPv4 address stays whole, as lmaster's Graphite output keeps it.
-  if (!host.empty() && host.find_first_not_of("0123456789.") == std::string_view::npos) return std::string(host);
-  return std::string(host.substr(0, host.find('.')));
-}
+std::string short_host(std::string_view host) { return graphite_host(host); }
 
 std::vector<std::string> read_hosts_file(const std::string& path) {
   // Boost's INI parser needs `key = value`; FrUCToSA's HOSTS files list bare keys, as Python's
@@ -925,6 +932,76 @@ std::vector<std::string> read_hosts_file(const std::string& path) {
   if (!seen_section) throw ConfigError(fmt::format("{}: no [hosts] section", path));
   if (hosts.empty()) throw ConfigError(fmt::format("{}: [hosts] lists no host", path));
   return hosts;
+}
+
+// ---------------------------------------------------------------------------------------------
+// carbon storage schemas
+
+int storage_step(double interval) {
+  // Readings fall on multiples of the interval: a step that is a whole number of intervals
+  // keeps, in each point, the reading at the same place of the step.
+  for (int n = 1; n <= 1000; ++n) {
+    double span = n * interval;
+    double whole = std::round(span);
+    if (whole >= 1 && std::abs(span - whole) < 1e-6 * std::max(1.0, span)) return static_cast<int>(whole);
+  }
+  return static_cast<int>(std::max(1.0, std::ceil(interval)));
+}
+
+namespace {
+
+// The archives after the first: the step for a day, then minutes for 30 days, hours for two
+// years (whisper wants each precision a multiple of the one before). Suggestions: the first
+// archive is what makes rates exact, the rest a site changes at will.
+std::string retentions(int step) {
+  struct Tier {
+    long precision;  // at least this coarse
+    const char* period;
+  };
+  static const Tier tiers[] = {{1, "1d"}, {60, "30d"}, {3600, "2y"}};
+  std::vector<std::pair<long, std::string>> archives;
+  for (const auto& tier : tiers) {
+    long previous = archives.empty() ? step : archives.back().first;
+    long precision = std::max<long>(tier.precision, previous);
+    precision = (precision + previous - 1) / previous * previous;
+    if (!archives.empty() && archives.back().first == precision)
+      archives.back().second = tier.period;  // the same precision kept longer
+    else
+      archives.push_back({precision, tier.period});
+  }
+  std::string text;
+  for (const auto& [precision, period] : archives)
+    text += fmt::format("{}{}s:{}", text.empty() ? "" : ",", precision, period);
+  return text;
+}
+
+}  // namespace
+
+std::string storage_schemas(const Settings& settings) {
+  std::vector<ShownSensor> sensors = settings.sensors;
+  sensors.push_back(master_sensor());
+  std::map<int, std::set<std::string>> by_step;
+  for (const auto& sensor : sensors)
+    by_step[storage_step(sensor.interval)].insert(graphite_component(sensor.name));
+  // Components hold only [A-Za-z0-9_:#-] (graphite_name.h): literals in carbon's Python regex,
+  // and nothing its ConfigParser would take for an interpolation ('%').
+  std::string prefix;
+  for (const auto& part : prefix_components(settings.prefix)) prefix += part + "\\.";
+  std::string text =
+      "# carbon storage-schemas.conf rules for fructosa (make-dashboard --storage-schemas): the paths of\n"
+      "# each sensor, [prefix.]<host>.<Sensor>[.<key>] and [prefix.]jobs.<job>.<host>.<Sensor>[.<key>],\n"
+      "# are stored first at its time_interval (lmaster's own sensor: at the default stats_interval,\n"
+      "# 10 s), in whole seconds, so that Graphite's rates are right and coarser archives fill up.\n"
+      "# Carbon uses the first rule that matches a new metric: put these above the catch-all rules.\n"
+      "# They apply to new whisper files only (whisper-resize.py changes existing ones).\n";
+  for (const auto& [step, names] : by_step) {
+    std::string alternatives;
+    for (const auto& name : names) alternatives += (alternatives.empty() ? "" : "|") + name;
+    text += fmt::format("\n[fructosa_{}s]\npattern = ^{}(jobs\\.[0-9]+\\.)?[^.]+\\.({})(\\.|$)\n", step, prefix,
+                        alternatives);
+    text += fmt::format("retentions = {}\n", retentions(step));
+  }
+  return text;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -987,7 +1064,7 @@ std::optional<std::string> check_graphite_path(const std::string& path, const Se
   if (at + 1 >= parts.size()) return fmt::format("'{}' has no sensor", path);
   const std::string& sensor_name = parts[at + 1];
   for (const auto& sensor : known) {
-    if (graphite_component(sensor.name, true) != sensor_name) continue;
+    if (graphite_component(sensor.name) != sensor_name) continue;
     std::vector<std::string> key(parts.begin() + static_cast<std::ptrdiff_t>(at + 2), parts.end());
     if (catalog_has(sensor, key)) return std::nullopt;
     return fmt::format("'{}': no catalog entry of {} gives this key", path, sensor.name);

@@ -3,7 +3,8 @@
 // Every panel follows from a catalog entry: its unit gives the Grafana unit, its kind whether
 // the values are graphed as they are (gauge) or as a rate (counter), its pattern the Graphite
 // path (`*` stays a wildcard) or the Elasticsearch field, and the sensor's DashboardHints the
-// row and which entries a given configuration produces (docs/dashboards.md).
+// row and which entries a given configuration produces (docs/dashboards.md). The sensors'
+// intervals also give carbon's storage schemas (storage_schemas()).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@ struct ShownSensor {
   const Catalog* catalog = nullptr;
   sensors::DashboardHints hints;
   Options options;
+  double interval = 1;  // seconds between readings ([sensor:Name] time_interval)
 };
 
 struct Settings {
@@ -60,13 +62,23 @@ bool is_grafana_unit(std::string_view id);
 // The host names of a FrUCToSA HOSTS file: the keys of its [hosts] section, written without
 // values (Python configparser's allow_no_value). Throws ConfigError naming file and line.
 std::vector<std::string> read_hosts_file(const std::string& path);
-// "node07.cluster.example" -> "node07": the host component of the Graphite paths.
+// "node07.cluster.example" -> "node07", "10.1.2.3" -> "10_1_2_3": the host component of the
+// Graphite paths, as lmaster's Graphite output writes it (common/graphite_name.h).
 std::string short_host(std::string_view host);
 
 // Structural problems of a generated dashboard (empty when none): duplicate panel ids,
 // overlapping or out-of-grid gridPos, unknown units, targets that reference no catalog entry of
 // `sensors` (or lmaster's), datasource not the variable.
 std::vector<std::string> validate_dashboard(const nlohmann::ordered_json& dashboard, const Settings& settings);
+
+// The whisper step for a sensor read every `interval` seconds: the smallest whole number of
+// seconds that is a multiple of the interval (10 -> 10, 0.2 -> 1, 2.5 -> 5), so that stored
+// points are readings exactly one step apart and a counter's rate is exact.
+int storage_step(double interval);
+// carbon's storage-schemas.conf rules for the shown sensors' paths (node and per-job, under
+// `settings.prefix`): one rule per storage step, its first archive at that step, longer and
+// coarser archives after it. Text to put above the catch-all rules of storage-schemas.conf.
+std::string storage_schemas(const Settings& settings);
 
 // The metric paths in a Graphite target expression (function names, numbers and quoted
 // strings left out): "aliasByNode(perSecond(a.b.*), 2)" -> {"a.b.*"}.

@@ -18,6 +18,7 @@ const char* kUsage = R"(Usage:
   make-dashboard [HOSTS_FILE] [--host H ...] [--agent-config lagent.conf]
                  [--datasource graphite|elasticsearch] [--kind node|job|cluster]
                  [--prefix P] [--top N] [--out DIR]
+  make-dashboard [--agent-config lagent.conf] [--prefix P] --storage-schemas
 
 Writes Grafana dashboards (JSON model, schema 39) made from the sensors' metric catalogs:
   fructosa-node.json     one node ($host variable), a row per group of sensors
@@ -28,6 +29,9 @@ Writes Grafana dashboards (JSON model, schema 39) made from the sensors' metric 
 Panels show the sensors an lagent.conf enables (every sensor when none is given), with its
 options (percpu, pernic, ...). Every dashboard uses a datasource variable and lists it in
 __inputs, so it can be imported or provisioned (dashboards/provisioning/).
+--storage-schemas writes no dashboard: it prints carbon storage-schemas.conf rules that store
+each sensor's Graphite paths at its time_interval first (one rule per interval), to put above
+the catch-all rules of carbon's storage-schemas.conf.
 
 Options)";
 
@@ -42,7 +46,8 @@ int run(int argc, char** argv) {
       ("kind", po::value<std::string>(), "node, job or cluster (default: all three)")
       ("prefix", po::value<std::string>()->default_value(""), "Graphite path prefix (lmaster's [Graphite] prefix)")
       ("top", po::value<std::size_t>()->default_value(10), "hosts in each top-N panel of the cluster overview")
-      ("out", po::value<std::string>()->default_value("."), "directory the JSON files are written to");
+      ("out", po::value<std::string>()->default_value("."), "directory the JSON files are written to")
+      ("storage-schemas", "print carbon storage-schemas.conf rules for the sensors' intervals instead");
   po::options_description hidden;
   hidden.add_options()("hosts-file", po::value<std::vector<std::string>>(), "");
   po::options_description all;
@@ -102,6 +107,11 @@ int run(int argc, char** argv) {
   } catch (const ConfigError& error) {
     std::cerr << "make-dashboard: " << error.what() << "\n";
     return kExitConfigError;
+  }
+
+  if (args.count("storage-schemas")) {
+    std::cout << storage_schemas(settings);
+    return std::cout.flush() ? 0 : 74;  // EX_IOERR
   }
 
   std::filesystem::path out = args["out"].as<std::string>();

@@ -94,7 +94,8 @@ std::string_view to_string(DashboardRow row);  // the row's title: "CPU", "lmast
 struct DashboardHints {
   DashboardRow row = DashboardRow::unassigned;
   // A bool option switching between totals (false: the patterns not starting with `*`) and one
-  // set per CPU/disk/NIC (true: the patterns starting with `*`).
+  // set per CPU/disk/NIC (true: the patterns starting with `*`); or a list option: one set per
+  // item when it lists several distinct items, the plain keys for one (DiskUsage's `path`).
   std::string_view per_item_option = {};
   // Comma-separated patterns that node samples (job 0) carry; empty: every pattern.
   std::string_view node_keys = {};

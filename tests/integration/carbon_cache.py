@@ -17,9 +17,10 @@ CARBON_CACHE = "/usr/bin/carbon-cache"
 
 
 class CarbonCache:
-    """carbon-cache with its configuration, whisper files and log under `directory`."""
+    """carbon-cache with its configuration, whisper files and log under `directory`; every metric
+    stored at `retention`, unless `schemas` gives the whole storage-schemas.conf."""
 
-    def __init__(self, test, directory, retention="1s:1h"):
+    def __init__(self, test, directory, retention="1s:1h", schemas=None):
         self.test = test
         self.dir = directory
         self.storage = os.path.join(directory, "storage")
@@ -31,7 +32,7 @@ class CarbonCache:
         self.process = None
         self.starts = 0
         with open(os.path.join(directory, "storage-schemas.conf"), "w") as f:
-            f.write(f"[everything]\npattern = .*\nretentions = {retention}\n")
+            f.write(schemas if schemas is not None else f"[everything]\npattern = .*\nretentions = {retention}\n")
         self.config = os.path.join(directory, "carbon.conf")
         with open(self.config, "w") as f:
             # USER empty: no setuid. ENABLE_TAGS off: it would POST every new name to port 80.

@@ -108,6 +108,14 @@ class PsutilStorageTest(FructosaTestCase):
             self.assertEqual(metrics[f"{key}.percent"], psutil._common.usage_percent(used, used + free, 1))
             self.assertBetween(metrics[f"{key}.percent"], before[path].percent, after[path].percent, 0.2, f"{path} %")
 
+    def test_disk_usage_one_path(self):
+        # One path: FrUCToSA's keys, without the path component; the path as a label.
+        before = psutil.disk_usage(self.dir)
+        line = self.probe("DiskUsage", f"path={self.dir}")
+        self.assertEqual(sorted(line["metrics"]), ["free", "percent", "total", "used"])
+        self.assertEqual(line["metrics"]["total"], before.total)
+        self.assertEqual(line["labels"], {"path": self.dir})
+
     def test_disk_usage_bad_paths(self):
         missing = os.path.join(self.dir, "no-such-dir")
         line = self.probe("DiskUsage", f"path=/,{missing}")

@@ -11,6 +11,7 @@
 
 #include "agent_registry.h"
 #include "dashboard.h"
+#include "graphite_output.h"
 #include "master_catalog.h"
 #include "output.h"
 #include "sensor.h"
@@ -54,7 +55,8 @@ TEST(DashboardHints, EverySensorDeclaresARowAndHintsThatExist) {
     if (!hints.per_item_option.empty()) {
       const auto* spec = option(hints.per_item_option);
       ASSERT_TRUE(spec) << sensor->name << ": no option " << hints.per_item_option;
-      EXPECT_EQ(spec->type, OptionType::boolean) << sensor->name;
+      // A bool switch, or a list whose item count decides (DiskUsage's paths).
+      EXPECT_TRUE(spec->type == OptionType::boolean || spec->type == OptionType::list) << sensor->name;
     }
     if (!hints.key_list_option.empty()) {
       const auto* spec = option(hints.key_list_option);
@@ -185,6 +187,34 @@ TEST(DashboardGraphite, PathsFollowTheOutputsNamingWithPrefix) {
   EXPECT_EQ(fixed["uid"], "fructosa-graphite-node07");
 }
 
+// A fixed-host dashboard asks Graphite for exactly the paths lmaster's Graphite output sends,
+// whatever bytes the prefix and the host hold.
+TEST(DashboardGraphite, FixedHostTargetsAreThePathsTheOutputSends) {
+  for (std::string host : {"node07.cluster.example", "10.1.2.3", "node(7)@x"}) {
+    Settings settings;
+    settings.prefix = "site(1).a=b+c.";
+    settings.sensors = sensors_of_agent_config(kFixtures + "/lagent.conf");
+    json dashboard = make_dashboard(DashboardKind::node, settings, host);
+    ASSERT_EQ(dashboard["templating"]["list"][1]["name"], "host");
+    const std::string constant = dashboard["templating"]["list"][1]["query"];
+    master::CarbonEncoder encoder(master::CarbonProtocol::pickle, settings.prefix, 500);
+    const std::string sent = encoder.path(Sample{host, "VirtualMemory", 0, 0, {}, {}}, "percent");
+    std::string target;
+    for (const auto& candidate : all_targets(dashboard))
+      if (candidate.find(".VirtualMemory.percent") != std::string::npos) target = candidate;
+    ASSERT_FALSE(target.empty()) << joined(all_targets(dashboard));
+    auto paths = graphite_paths(target);
+    ASSERT_EQ(paths.size(), 1u) << target;
+    std::string asked = paths[0];
+    asked.replace(asked.find("$host"), 5, constant);
+    EXPECT_EQ(asked, sent) << host;
+    EXPECT_EQ(asked.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-:#."),
+              std::string::npos)
+        << asked;
+    EXPECT_TRUE(validate_dashboard(dashboard, settings).empty()) << host;
+  }
+}
+
 TEST(DashboardGraphite, GraphitePathsOfATarget) {
   EXPECT_EQ(graphite_paths("aliasByNode(perSecond(a.b.*), 2)"), std::vector<std::string>{"a.b.*"});
   EXPECT_EQ(graphite_paths("diffSeries(countSeries(x.{a,b}.up), sumSeries(y.z))"),
@@ -223,7 +253,9 @@ TEST(DashboardHosts, FrucToSaHostsFile) {
   EXPECT_EQ(read_hosts_file(kFixtures + "/hosts.ini"),
             (std::vector<std::string>{"node01.cluster.example", "node02", "node03.cluster.example"}));
   EXPECT_EQ(short_host("node01.cluster.example"), "node01");
-  EXPECT_EQ(short_host("10.1.2.3"), "10.1.2.3");
+  // As lmaster's Graphite output names the host: an IPv4 address whole, its dots '_'.
+  EXPECT_EQ(short_host("10.1.2.3"), "10_1_2_3");
+  EXPECT_EQ(short_host("node(7)+a.cluster"), "node_7__a");
   EXPECT_THROW(read_hosts_file(kFixtures + "/lagent.conf"), ConfigError);
   EXPECT_THROW(read_hosts_file(kFixtures + "/no-such-file"), ConfigError);
 }

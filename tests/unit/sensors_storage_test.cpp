@@ -400,10 +400,32 @@ TEST(DiskUsage, ABadPathIsLabelledAndTheOthersAreStillReported) {
 
 TEST(DiskUsage, DefaultsToTheRootFileSystem) {
   Probe probe("DiskUsage", "/proc", "/sys");
-  auto values = probe.read().values;
-  EXPECT_EQ(values.size(), 4u);
-  EXPECT_EQ(values.count("/.percent"), 1u);
+  Reading reading = probe.read();
+  // One path: FrUCToSA's keys (Graphite <host>.DiskUsage.percent), the path as a label.
+  EXPECT_EQ(reading.values.size(), 4u);
+  for (const char* key : {"total", "used", "free", "percent"}) EXPECT_EQ(reading.values.count(key), 1u) << key;
+  EXPECT_EQ(reading.labels, (std::map<std::string, std::string>{{"path", "/"}}));
+  EXPECT_EQ(metric_info("DiskUsage", "free").unit, "bytes");
+  EXPECT_EQ(metric_info("DiskUsage", "percent").unit, "percent");
   EXPECT_EQ(metric_info("DiskUsage", "/.free").unit, "bytes");
+}
+
+TEST(DiskUsage, OnePathHasThePlainKeysSeveralOneSetEach) {
+  struct statvfs st;
+  ASSERT_EQ(::statvfs(kFixtures.c_str(), &st), 0);
+  Probe one("DiskUsage", "/proc", "/sys", {"path=" + kFixtures});
+  Reading reading = one.read();
+  EXPECT_EQ(reading.values["total"], static_cast<double>(st.f_blocks) * st.f_frsize);
+  EXPECT_EQ(reading.labels["path"], kFixtures);
+  // The same path twice is one path.
+  Probe twice("DiskUsage", "/proc", "/sys", {"path=/,/"});
+  EXPECT_EQ(twice.read().values.count("percent"), 1u);
+  Probe two("DiskUsage", "/proc", "/sys", {"path=/," + kFixtures});
+  reading = two.read();
+  EXPECT_EQ(reading.values.count("percent"), 0u);
+  EXPECT_EQ(reading.values.count("/.percent"), 1u);
+  EXPECT_EQ(reading.values[key_component(kFixtures) + ".total"], static_cast<double>(st.f_blocks) * st.f_frsize);
+  EXPECT_TRUE(reading.labels.empty());
 }
 
 // --- DiskIOCounters --------------------------------------------------------------------
