@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/property_tree/ini_parser.hpp>
 #include <boost/property_tree/ptree.hpp>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -216,10 +217,45 @@ const OptionSpec* find_spec(const OptionTable& table, const std::string& name) {
   return nullptr;
 }
 
-std::string known_keys(const OptionTable& table) {
+std::vector<std::string> names_of(const OptionTable& table) {
   std::vector<std::string> names;
   for (const auto& spec : table) names.push_back(spec.name);
-  return names.empty() ? "this section takes no keys" : "known keys: " + join(names, ", ");
+  return names;
+}
+
+std::string known_keys(const OptionTable& table) {
+  return table.empty() ? "this section takes no keys" : "known keys: " + join(names_of(table), ", ");
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+// Optimal string alignment distance: a typo is usually one insertion, deletion, replacement
+// or swap of neighbours.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i)
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+bool has_word(const std::string& name, const std::string& word) {
+  for (std::size_t at = name.find(word); at != std::string::npos; at = name.find(word, at + 1)) {
+    auto separator = [](char c) { return c == ' ' || c == '_' || c == '-' || c == ':' || c == '.'; };
+    bool starts = at == 0 || separator(name[at - 1]);
+    bool ends = at + word.size() == name.size() || separator(name[at + word.size()]);
+    if (starts && ends) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -236,7 +272,8 @@ Options parse_section(const OptionTable& table, const IniFile& file, const IniSe
     for (const auto& entry : section->entries) {
       const OptionSpec* spec = find_spec(table, entry.key);
       if (!spec)
-        throw ConfigError(fmt::format("{}: unknown key ({})", file.where(*section, &entry), known_keys(table)));
+        throw ConfigError(fmt::format("{}: unknown key{} ({})", file.where(*section, &entry),
+                                      did_you_mean(entry.key, names_of(table)), known_keys(table)));
       try {
         options.set(spec->name, parse_value(*spec, entry.value), true);
       } catch (const std::invalid_argument& why) {
@@ -266,7 +303,9 @@ Options parse_pairs(const OptionTable& table, const std::vector<std::string>& pa
       throw ConfigError(fmt::format("{}: '{}' is not key=value", origin, pair));
     std::string key = trim(pair.substr(0, eq));
     const OptionSpec* spec = find_spec(table, key);
-    if (!spec) throw ConfigError(fmt::format("{}: unknown key '{}' ({})", origin, key, known_keys(table)));
+    if (!spec)
+      throw ConfigError(fmt::format("{}: unknown key '{}'{} ({})", origin, key, did_you_mean(key, names_of(table)),
+                                    known_keys(table)));
     try {
       options.set(spec->name, parse_value(*spec, pair.substr(eq + 1)), true);
     } catch (const std::invalid_argument& why) {
@@ -277,6 +316,39 @@ Options parse_pairs(const OptionTable& table, const std::vector<std::string>& pa
     if (spec.required && !options.is_set(spec.name))
       throw ConfigError(fmt::format("{}: missing required key '{}'", origin, spec.name));
   return options;
+}
+
+std::string closest_name(std::string_view unknown, const std::vector<std::string>& known) {
+  std::string wanted = lower(unknown);
+  if (wanted.empty()) return {};
+  std::string best;
+  std::size_t best_distance = std::max<std::size_t>(1, wanted.size() / 3) + 1;
+  for (const auto& name : known) {
+    std::string candidate = lower(name);
+    std::size_t distance = edit_distance(wanted, candidate);
+    if (distance < best_distance) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  if (!best.empty()) return best;
+  // A word of a longer name: FrUCToSA's docker files write `port` for `incoming data port`.
+  if (wanted.size() >= 3)
+    for (const auto& name : known)
+      if (has_word(lower(name), wanted)) return name;
+  return {};
+}
+
+std::string did_you_mean(std::string_view unknown, const std::vector<std::string>& known) {
+  std::string name = closest_name(unknown, known);
+  return name.empty() ? std::string() : fmt::format(", did you mean '{}'?", name);
+}
+
+std::string_view legacy_section_note(std::string_view section) {
+  if (section == "qmaster")
+    return "QULo's name for [lmaster], still in FrUCToSA's example files; fructosa reads [lmaster] only";
+  if (section == "Redis") return "FrUCToSA's Redis store is not part of fructosa ([hdf5], [Graphite] and [elasticsearch] are)";
+  return {};
 }
 
 std::string describe_options(const OptionTable& table, std::string_view indent) {

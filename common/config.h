@@ -120,6 +120,20 @@ Options parse_pairs(const OptionTable& table, const std::vector<std::string>& pa
 // Parses one value of the given type; throws std::invalid_argument with a short reason.
 Options::Value parse_value(const OptionSpec& spec, const std::string& text);
 
+// The name of `known` that `unknown` was probably meant to be, or "" when none is close: a
+// case-insensitive edit distance (insert, delete, replace, swap) of at most a third of the
+// name, or a known name that has `unknown` as one of its words (`port` -> `incoming data
+// port`). For "did you mean" hints in configuration errors.
+std::string closest_name(std::string_view unknown, const std::vector<std::string>& known);
+
+// ", did you mean 'X'?" with the closest of `known`, or "" when none is close.
+std::string did_you_mean(std::string_view unknown, const std::vector<std::string>& known);
+
+// Sections of FrUCToSA's files (and of QULo's, its predecessor) that fructosa has no use for:
+// a site's existing files keep working, with a warning that says why the section is ignored.
+// Returns that reason, or "" for a section FrUCToSA did not know.
+std::string_view legacy_section_note(std::string_view section);
+
 // Help text: one line per option with its type, default and description.
 std::string describe_options(const OptionTable& table, std::string_view indent = "  ");
 

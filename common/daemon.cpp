@@ -200,6 +200,16 @@ int run_service_verb(const ServiceProgram& program, const std::string& verb, con
   std::string config = absolute(config_arg);
   std::string pidfile = absolute(pidfile_arg);
   if (verb == "start") return start(program, config, pidfile);
+  if (verb == "check") {
+    try {
+      for (const auto& warning : program.check_config(config)) std::cerr << program.name << ": warning: " << warning << "\n";
+    } catch (const ConfigError& error) {
+      std::cerr << program.name << ": " << error.what() << "\n";
+      return kExitConfigError;
+    }
+    std::cout << fmt::format("{}: configuration OK\n", config);
+    return 0;
+  }
   if (verb == "stop") return stop(program, pidfile, stop_timeout_seconds);
   if (verb == "restart") {
     try {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 namespace fructosa {
@@ -33,8 +34,9 @@ class Pidfile {
 
 struct ServiceProgram {
   std::string name;  // "lagent"
-  // Reads and validates the configuration; throws ConfigError. Runs before any fork.
-  std::function<void(const std::string& config)> check_config;
+  // Reads and validates the configuration; throws ConfigError. Runs before any fork. Returns
+  // what was accepted with a warning (sections of FrUCToSA's that are ignored, ...).
+  std::function<std::vector<std::string>(const std::string& config)> check_config;
   // Runs the service until SIGTERM/SIGINT; calls `ready()` once it serves. Returns the exit code.
   std::function<int(const std::string& config, bool foreground, const std::function<void()>& ready)> run;
   // `status` prints this after its running/not-running line (lmaster: the table of agents).

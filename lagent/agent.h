@@ -3,11 +3,12 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace fructosa::agent {
 
 // Loads and validates the configuration; throws ConfigError.
-void check_agent_config(const std::string& config_path);
+std::vector<std::string> check_agent_config(const std::string& config_path);
 
 // Runs until SIGTERM/SIGINT (flushing what is queued); SIGHUP re-reads the configuration.
 int run_agent(const std::string& config_path, bool foreground, const std::function<void()>& ready);

@@ -18,7 +18,7 @@ using namespace fructosa;
 namespace {
 
 const char* kUsage = R"(Usage:
-  lmaster start|stop|status|restart|reload|run [-c FILE] [-p PIDFILE]
+  lmaster start|stop|status|restart|reload|run|check [-c FILE] [-p PIDFILE]
   lmaster keygen [--out DIR] [--name NAME] [--force]
   lmaster ctl interval SENSOR SECONDS [--for SECONDS] [--host HOST]... [-c FILE]
 
@@ -29,6 +29,7 @@ Commands:
   restart   stop, then start
   reload    send SIGHUP: reopen the outputs and the log file
   run       run in the foreground, logging to stderr (for systemd and debugging)
+  check     check the configuration: print its warnings, exit 0 when it is usable, 78 when not
   keygen    write a CURVE key pair: DIR/NAME.key (secret, mode 0600) and DIR/NAME.pub
             (public, 0644); one for lmaster, one per agent (docs/security.md)
   ctl       tell the running lmaster's agents (--host, or all) to read SENSOR every

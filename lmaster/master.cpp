@@ -83,12 +83,7 @@ class Master {
     curve_ = curve.get();
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMessageBytes));
     router.set(zmq::sockopt::linger, 1000);  // let the last acks leave
-    std::string endpoint = fmt::format("tcp://{}:{}", config_.bind_host, config_.port ? std::to_string(config_.port) : "*");
-    try {
-      router.bind(endpoint);
-    } catch (const zmq::error_t& error) {
-      throw std::runtime_error(fmt::format("cannot listen on {}: {}", endpoint, error.what()));
-    }
+    std::string endpoints = bind_router(router);
     // `lmaster ctl` talks to the running master through a local socket in data_dir (its
     // permissions are the directory's).
     zmq::socket_t control(context, zmq::socket_type::rep);
@@ -99,8 +94,7 @@ class Master {
     } catch (const zmq::error_t& error) {
       spdlog::warn("`lmaster ctl` is unavailable: cannot bind {}: {}", control_endpoint(config_), error.what());
     }
-    spdlog::info("lmaster {} listening on {}; outputs: {}", FRUCTOSA_VERSION, router.get(zmq::sockopt::last_endpoint),
-                 output_names());
+    spdlog::info("lmaster {} listening on {}; outputs: {}", FRUCTOSA_VERSION, endpoints, output_names());
     ready();
 
     auto next_housekeeping = Clock::now() + std::chrono::seconds(1);
@@ -159,6 +153,32 @@ class Master {
   }
 
  private:
+  // Binds every address [lmaster] host stands for (a host name may have several); with port 0
+  // the first bind picks the port and the others take the same. Returns the endpoints bound,
+  // for the log ("tcp://a:7888, tcp://[b]:7888 (host master2)").
+  std::string bind_router(zmq::socket_t& router) {
+    const auto& addresses = config_.listen_addresses;
+    if (std::any_of(addresses.begin(), addresses.end(), [](const std::string& a) { return a.front() == '['; }))
+      router.set(zmq::sockopt::ipv6, 1);
+    std::string port = config_.port ? std::to_string(config_.port) : "*";
+    std::string bound;
+    for (const auto& address : addresses) {
+      std::string endpoint = fmt::format("tcp://{}:{}", address, port);
+      try {
+        router.bind(endpoint);
+      } catch (const zmq::error_t& error) {
+        throw std::runtime_error(fmt::format("cannot listen on {} ([lmaster] host = {}): {}", endpoint,
+                                             config_.bind_host, error.what()));
+      }
+      std::string last = router.get(zmq::sockopt::last_endpoint);
+      port = last.substr(last.rfind(':') + 1);
+      bound += (bound.empty() ? "" : ", ") + last;
+    }
+    if (addresses.size() != 1 || addresses.front() != config_.bind_host)
+      bound += fmt::format(" ([lmaster] host = {})", config_.bind_host);
+    return bound;
+  }
+
   void open_outputs() {
     std::error_code ignored;
     std::filesystem::create_directories(config_.data_dir, ignored);
@@ -319,6 +339,7 @@ class Master {
     try {
       fresh = load_master_config(config_path_);
       setup_logging(fresh.logging, foreground_, "lmaster");
+      for (const auto& warning : fresh.warnings) spdlog::warn("{}", warning);
     } catch (const ConfigError& error) {
       spdlog::error("SIGHUP: keeping the running logging configuration: {}", error.what());
     }
@@ -548,7 +569,9 @@ class Master {
 
 }  // namespace
 
-void check_master_config(const std::string& config_path) { load_master_config(config_path); }
+std::vector<std::string> check_master_config(const std::string& config_path) {
+  return load_master_config(config_path).warnings;
+}
 
 std::string control_endpoint(const MasterConfig& config) {
   return "ipc://" + (std::filesystem::path(config.data_dir) / "lmaster.ctl").string();
@@ -588,6 +611,7 @@ void print_status(const std::string& config_path, std::ostream& out) {
 int run_master(const std::string& config_path, bool foreground, const std::function<void()>& ready) {
   MasterConfig config = load_master_config(config_path);
   setup_logging(config.logging, foreground, "lmaster");
+  for (const auto& warning : config.warnings) spdlog::warn("{}", warning);
   Master master(config_path, std::move(config), foreground);
   return master.run(ready);
 }

@@ -4,10 +4,11 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace fructosa::master {
 
-void check_master_config(const std::string& config_path);
+std::vector<std::string> check_master_config(const std::string& config_path);
 // `lmaster status`: the agents the master knows, up or down, from its data_dir.
 void print_status(const std::string& config_path, std::ostream& out);
 

@@ -1,6 +1,10 @@
 #include "master_config.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <filesystem>
 #include <iostream>
@@ -84,7 +88,8 @@ const OptionTable& output_common_options() {
 const OptionTable& master_options() {
   static const OptionTable table{
       {.name = "host", .type = OptionType::text, .default_value = "127.0.0.1",
-       .help = "address to listen on for agents (* for every interface)"},
+       .help = "where to listen for agents: * (every interface), an address, a network interface, or "
+               "a host name (every address it resolves to, logged at start)"},
       {.name = "incoming data port", .type = OptionType::integer, .default_value = "7888",
        .help = "port to listen on for agents; 0 picks a free one and logs it", .min = 0, .max = 65535},
       {.name = "data_dir", .type = OptionType::text, .default_value = "/var/lib/fructosa",
@@ -157,6 +162,40 @@ void load_curve_keys(const IniFile& file, MasterConfig& config) {
 
 }  // namespace
 
+std::vector<std::string> listen_addresses(const std::string& host) {
+  if (host == "*") return {host};
+  in_addr v4{};
+  in6_addr v6{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return {host};
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') return {host};
+  if (::inet_pton(AF_INET6, host.c_str(), &v6) == 1) return {"[" + host + "]"};
+  // ZeroMQ reads a name in a bind address as a network interface: keep that meaning for the
+  // names that are interfaces here, and resolve every other name.
+  if (::if_nametoindex(host.c_str()) != 0) return {host};
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0)
+    throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(error)));
+  std::vector<std::string> addresses;
+  for (auto* entry = found; entry; entry = entry->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    std::string address;
+    if (entry->ai_family == AF_INET &&
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(entry->ai_addr)->sin_addr, text, sizeof text))
+      address = text;
+    else if (entry->ai_family == AF_INET6 &&
+             ::inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(entry->ai_addr)->sin6_addr, text, sizeof text))
+      address = fmt::format("[{}]", text);
+    if (!address.empty() && std::find(addresses.begin(), addresses.end(), address) == addresses.end())
+      addresses.push_back(address);
+  }
+  ::freeaddrinfo(found);
+  if (addresses.empty()) throw std::runtime_error(fmt::format("'{}' resolves to no IPv4 or IPv6 address", host));
+  return addresses;
+}
+
 MasterConfig load_master_config(const std::string& path) {
   IniFile file = IniFile::load(path);
   MasterConfig config;
@@ -164,10 +203,16 @@ MasterConfig load_master_config(const std::string& path) {
   for (const auto& section : file.sections()) {
     if (section.name == "lmaster" || section.name == "logging") continue;
     const OutputKind* kind = find_output_kind(section.name);
-    if (!kind)
+    if (!kind) {
+      if (auto note = legacy_section_note(section.name); !note.empty()) {
+        config.warnings.push_back(fmt::format("{}: ignored: {}", file.where(section), note));
+        continue;
+      }
       throw ConfigError(fmt::format(
-          "{}: unknown section (known: [lmaster], [logging], [stdout], [hdf5], [Graphite], [elasticsearch])",
-          file.where(section)));
+          "{}: unknown section{} (known: [lmaster], [logging], [stdout], [hdf5], [Graphite], [elasticsearch])",
+          file.where(section),
+          did_you_mean(section.name, {"lmaster", "logging", "stdout", "hdf5", "Graphite", "elasticsearch"})));
+    }
     for (const auto& other : config.outputs)
       if (other.section == kind->section)
         throw ConfigError(fmt::format("{}: [{}] is already enabled above", file.where(section), kind->section));
@@ -176,6 +221,17 @@ MasterConfig load_master_config(const std::string& path) {
   }
   Options master = parse_section(master_options(), file, file.find("lmaster"));
   config.bind_host = master.get_text("host");
+  try {
+    config.listen_addresses = listen_addresses(config.bind_host);
+  } catch (const std::runtime_error& error) {
+    const IniSection* section = file.find("lmaster");
+    const IniEntry* entry = nullptr;
+    if (section)
+      for (const auto& candidate : section->entries)
+        if (candidate.key == "host") entry = &candidate;
+    throw ConfigError(fmt::format("{}: {}", section ? file.where(*section, entry) : path + ": [lmaster] host",
+                                  error.what()));
+  }
   config.port = static_cast<int>(master.get_int("incoming data port"));
   config.data_dir = master.get_text("data_dir");
   config.journal_max_bytes = static_cast<std::uint64_t>(master.get_int("journal_max_bytes"));

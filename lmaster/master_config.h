@@ -18,6 +18,9 @@ struct OutputConfig {
 struct MasterConfig {
   std::string path;
   std::string bind_host = "127.0.0.1";
+  // What [lmaster] host means to ZeroMQ, one bind each: "*", an address ("10.0.0.2",
+  // "[::1]") or a network interface ("eth0"); a host name is resolved at load to its addresses.
+  std::vector<std::string> listen_addresses{"127.0.0.1"};
   int port = 7888;  // 0: any free port (logged at start; for tests)
   std::string data_dir;                 // the journal (<data_dir>/journal), agents.json, lmaster.ctl
   std::uint64_t journal_max_bytes = 0;  // disk budget of the journal; 0: no journal (acks from memory)
@@ -32,11 +35,18 @@ struct MasterConfig {
   std::string curve_secret_key;
   Options logging;
   std::vector<OutputConfig> outputs;
+  // Accepted but worth a line in the log once logging is set up ("file:line: [section]: ...").
+  std::vector<std::string> warnings;
 };
 
 const OptionTable& master_options();  // [lmaster]
 // Keys every output section accepts besides its own (queue size, retry backoff).
 const OptionTable& output_common_options();
+
+// [lmaster] host as ZeroMQ bind addresses: "*", an IPv4 or (bracketed or not) IPv6 address and
+// an interface name stay as they are; a host name becomes every address it resolves to, as
+// FrUCToSA's lmaster listened on it. Throws std::runtime_error when the name does not resolve.
+std::vector<std::string> listen_addresses(const std::string& host);
 
 // Throws ConfigError naming file, line, section and key.
 MasterConfig load_master_config(const std::string& path);

@@ -152,12 +152,14 @@ TEST(AgentConfig, FrUCToSAKeysAndSensorSections) {
 
 TEST(AgentConfig, UnknownSensorAndSectionAreErrors) {
   EXPECT_EQ(agent_error_of("[lmaster]\nhost = a\n\n[sensor:CPUPrecent]\ntime_interval = 1\n"),
-            "lagent.conf:4: [sensor:CPUPrecent]: unknown sensor 'CPUPrecent' (`lagent sensors` lists them)");
+            "lagent.conf:4: [sensor:CPUPrecent]: unknown sensor 'CPUPrecent', did you mean 'CPUPercent'? "
+            "(`lagent sensors` lists them)");
   EXPECT_EQ(agent_error_of("[lmaster]\nhost = a\n\n[sensor:IPMIPower]\nmethod = command\n"),
             "lagent.conf:4: [sensor:IPMIPower]: method = command needs the `command` option (the program line to run)");
   EXPECT_EQ(agent_error_of("[sensor:PerfHW]\nevents = cpu_cycles, cycles_of_doom\n").rfind("lagent.conf:1: [sensor:PerfHW]: ", 0), 0u);
   EXPECT_EQ(agent_error_of("[lmastre]\nhost = a\n"),
-            "lagent.conf:1: [lmastre]: unknown section (known: [lmaster], [lagent], [logging], [jobs], [sensor:Name])");
+            "lagent.conf:1: [lmastre]: unknown section, did you mean 'lmaster'? (known: [lmaster], [lagent], [logging], "
+            "[jobs], [sensor:Name])");
   EXPECT_EQ(agent_error_of("[sensor:CPUTimes]\ntime_interval = -1\n"),
             "lagent.conf:2: [sensor:CPUTimes] time_interval: bad value '-1': must be between 0.01 and 86400");
   EXPECT_EQ(agent_error_of("[lmaster]\nincoming data port = 70000\n"),
