@@ -18,6 +18,8 @@
 
 #include "agent_config.h"
 #include "agent_stats.h"
+#include "carbon_link.h"
+#include "lmaster_link.h"
 #include "logging.h"
 #include "schedule.h"
 #include "sender.h"
@@ -81,6 +83,12 @@ std::vector<std::string> endpoints_of(const AgentConfig& config) {
 }
 
 std::string endpoint_of(const AgentConfig& config) { return fmt::format("{}", fmt::join(endpoints_of(config), ", ")); }
+
+// Where the readings go: "lmaster at tcp://a:7888, tcp://b:7888" or "carbon at host:2004 (pickle)".
+std::string destination_of(const AgentConfig& config) {
+  if (config.graphite) return carbon_destination(graphite::carbon_settings(*config.graphite));
+  return "lmaster at " + endpoint_of(config);
+}
 
 // Where readings go; swapped when a reload points the agent at another master.
 class SenderSlot {
@@ -150,12 +158,13 @@ class Agent {
     start_sensors(make_sensors(config_));
     wait_for_signal();
     spdlog::info("lagent {} started as {} -> {} with {} sensor(s)", FRUCTOSA_VERSION, config_.host,
-                 endpoint_of(config_), tasks_.size());
+                 destination_of(config_), tasks_.size());
     // A daemon is ready once it runs (`start` must not wait for lmaster); in the foreground,
-    // under systemd, readiness means lmaster has answered (connected() calls `ready`).
+    // under systemd, readiness means lmaster has answered, or carbon accepted the connection
+    // (connected() calls `ready`).
     if (foreground_) {
       ready_ = ready;
-      notify_status(fmt::format("waiting for lmaster at {}; readings are spooled", endpoint_of(config_)));
+      notify_status(fmt::format("waiting for {}; readings are spooled", destination_of(config_)));
     } else {
       ready();
     }
@@ -164,7 +173,7 @@ class Agent {
     stop_sensors();
     pool_.join();
     std::size_t left = slot_.get()->stop(kStopLingerSeconds);
-    if (left) spdlog::warn("stopping with {} batch(es) lmaster has not acknowledged", left);
+    if (left) spdlog::warn("stopping with {} batch(es) {} has not taken", left, destination_of(config_));
     spdlog::info("lagent stopped");
     return 0;
   }
@@ -172,23 +181,35 @@ class Agent {
  private:
   std::shared_ptr<Sender> make_sender(const AgentConfig& config) {
     SenderSettings settings;
-    settings.endpoints = endpoints_of(config);
-    settings.on_control = [this](const std::string& sensor, double interval, double duration) {
-      asio::post(io_, [this, sensor, interval, duration] { sample_faster(sensor, interval, duration); });
+    settings.on_connected = [this](const std::string& destination) {
+      asio::post(io_, [this, destination] { connected(destination); });
     };
-    settings.on_connected = [this](const std::string& endpoint) {
-      asio::post(io_, [this, endpoint] { connected(endpoint); });
-    };
-    settings.failover_after = std::max(2.0, 3 * config.heartbeat_interval);
-    settings.host = config.host;
-    settings.heartbeat_interval = config.heartbeat_interval;
-    settings.curve_server_key = config.curve_server_key;
-    settings.curve_public_key = config.curve_public_key;
-    settings.curve_secret_key = config.curve_secret_key;
-    settings.max_unacked_batches = config.max_unacked_batches;
     settings.spool_dir = config.spool_dir;
     settings.spool_max_bytes = config.spool_max_bytes;
-    return std::make_shared<Sender>(settings);
+    return std::make_shared<Sender>(settings, make_link(config));
+  }
+
+  std::unique_ptr<Link> make_link(const AgentConfig& config) {
+    if (config.graphite) {
+      CarbonLinkSettings carbon;
+      carbon.carbon = graphite::carbon_settings(*config.graphite);
+      carbon.host = config.host;
+      carbon.retry_max_interval = config.graphite->get_real("retry_max_interval");
+      return make_carbon_link(std::move(carbon));
+    }
+    LmasterLinkSettings link;
+    link.endpoints = endpoints_of(config);
+    link.on_control = [this](const std::string& sensor, double interval, double duration) {
+      asio::post(io_, [this, sensor, interval, duration] { sample_faster(sensor, interval, duration); });
+    };
+    link.failover_after = std::max(2.0, 3 * config.heartbeat_interval);
+    link.host = config.host;
+    link.heartbeat_interval = config.heartbeat_interval;
+    link.curve_server_key = config.curve_server_key;
+    link.curve_public_key = config.curve_public_key;
+    link.curve_secret_key = config.curve_secret_key;
+    link.max_unacked_batches = config.max_unacked_batches;
+    return make_lmaster_link(std::move(link));
   }
 
   // Everything the configuration activates, made but not armed yet: a sensor that refuses its
@@ -415,11 +436,12 @@ class Agent {
       if (sample.job == 0) sample.labels.push_back({"involved_jobs", snapshot->involved_jobs});
   }
 
-  // On the io thread: an lmaster answered (the first one, or another after a failover or reload).
-  void connected(const std::string& endpoint) {
+  // On the io thread: an lmaster answered (the first one, or another after a failover or
+  // reload), or carbon accepted the connection: `destination` says which (Link::destination()).
+  void connected(const std::string& destination) {
     if (ready_ && !ready_sent_) ready_();
     ready_sent_ = true;
-    notify_status(fmt::format("sending to lmaster at {}", endpoint));
+    notify_status(fmt::format("sending to {}", destination));
   }
 
   void wait_for_signal() {
@@ -429,7 +451,7 @@ class Agent {
         // systemd holds `systemctl reload` until READY=1; an agent not ready yet stays so.
         if (ready_sent_) notify_reloading("re-reading the configuration");
         reload();
-        if (ready_sent_) notify_ready(fmt::format("sending to lmaster at {}", endpoint_of(config_)));
+        if (ready_sent_) notify_ready(fmt::format("sending to {}", destination_of(config_)));
         wait_for_signal();
         return;
       }
@@ -456,7 +478,9 @@ class Agent {
       return;
     }
     setup_logging(fresh.logging, foreground_, "lagent");
-    if (endpoint_of(fresh) != endpoint_of(config_) || fresh.host != config_.host ||
+    for (const auto& warning : fresh.warnings) spdlog::warn("{}", warning);
+    if (destination_of(fresh) != destination_of(config_) || fresh.graphite != config_.graphite ||
+        fresh.host != config_.host ||
         fresh.heartbeat_interval != config_.heartbeat_interval ||
         fresh.max_unacked_batches != config_.max_unacked_batches || fresh.spool_dir != config_.spool_dir ||
         fresh.spool_max_bytes != config_.spool_max_bytes || fresh.curve_server_key != config_.curve_server_key ||
@@ -464,7 +488,8 @@ class Agent {
       auto old = slot_.get();
       slot_.replace(make_sender(fresh));
       if (std::size_t left = old->stop(kStopLingerSeconds))
-        spdlog::warn("SIGHUP: {} batch(es) were not acknowledged by the previous lmaster", left);
+        spdlog::warn("SIGHUP: {} batch(es) were not taken by the previous {}; they stay in its spool", left,
+                     destination_of(config_));
     }
     // Stop what the new configuration no longer has (or has changed).
     std::size_t kept = 0;
@@ -510,10 +535,11 @@ class Agent {
 
 }  // namespace
 
-void check_agent_config(const std::string& config_path) {
+std::vector<std::string> check_agent_config(const std::string& config_path) {
   AgentConfig config = load_agent_config(config_path);
   sensors::JobDirectory jobs(config.jobs, config.roots);
   for_each_new_sensor(config, &jobs, [](const SensorConfig&, auto) {});
+  return config.warnings;
 }
 
 namespace {
@@ -541,6 +567,7 @@ int run_agent(const std::string& config_path, bool foreground, const std::functi
   ::mallopt(M_ARENA_MAX, 1);
   AgentConfig config = load_agent_config(config_path);
   setup_logging(config.logging, foreground, "lagent");
+  for (const auto& warning : config.warnings) spdlog::warn("{}", warning);
   raise_open_files_limit();
   Agent agent(config_path, std::move(config), foreground);
   return agent.run(ready);

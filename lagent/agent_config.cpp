@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+
+#include "carbon_link.h"
 #include "curve.h"
 #include "daemon.h"
 #include "logging.h"
@@ -148,6 +152,26 @@ void load_curve_keys(const IniFile& file, const Options& master, AgentConfig& co
   }
 }
 
+// What an unknown [sensor:Name] probably meant: a misspelt sensor, or FrUCToSA's Slurm sensor.
+std::string unknown_sensor_message(const IniFile& file, const IniSection& section, const std::string& sensor) {
+  if (sensor == "SlurmJobs")
+    return fmt::format("{}: FrUCToSA's SlurmJobs sensor is replaced by job attribution: `[jobs] scheduler = slurm` "
+                       "with [sensor:JobCgroup] and [sensor:JobProc] (README, \"Batch jobs and hardware\")",
+                       file.where(section));
+  std::vector<std::string> names;
+  for (const auto* definition : sensors::all_sensors()) names.push_back(definition->name);
+  return fmt::format("{}: unknown sensor '{}'{} (`lagent sensors` lists them)", file.where(section), sensor,
+                     did_you_mean(sensor, names));
+}
+
+// [Graphite], matched case-insensitively as lmaster does (FrUCToSA wrote [Graphite]).
+bool is_graphite_section(std::string_view name) {
+  constexpr std::string_view kGraphite = "graphite";
+  return name.size() == kGraphite.size() && std::equal(name.begin(), name.end(), kGraphite.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+
 }  // namespace
 
 AgentConfig load_agent_config(const std::string& path) {
@@ -157,11 +181,20 @@ AgentConfig load_agent_config(const std::string& path) {
   for (const auto& section : file.sections()) {
     const std::string& name = section.name;
     if (name == "lmaster" || name == "lagent" || name == "logging" || name == "jobs") continue;
+    if (is_graphite_section(name)) {
+      // FrUCToSA 0.3's agents sent to carbon themselves: so does lagent, unless an lmaster is named.
+      if (file.find("lmaster"))
+        config.warnings.push_back(fmt::format("{}: ignored: lagent sends to the lmaster of [lmaster]; [Graphite] "
+                                              "belongs in lmaster.conf",
+                                              file.where(section)));
+      else
+        config.graphite = parse_section(carbon_link_options(), file, &section);
+      continue;
+    }
     if (name.rfind("sensor:", 0) == 0) {
       std::string sensor = name.substr(7);
       const auto* definition = sensors::find_sensor(sensor);
-      if (!definition)
-        throw ConfigError(fmt::format("{}: unknown sensor '{}' (`lagent sensors` lists them)", file.where(section), sensor));
+      if (!definition) throw ConfigError(unknown_sensor_message(file, section, sensor));
       Options all = parse_section(sensors::section_options(*definition), file, &section);
       SensorConfig entry{definition, parse_section(*definition->options, file, nullptr), all.get_real("time_interval"),
                          file.where(section)};
@@ -170,8 +203,12 @@ AgentConfig load_agent_config(const std::string& path) {
       config.sensors.push_back(std::move(entry));
       continue;
     }
-    throw ConfigError(fmt::format("{}: unknown section (known: [lmaster], [lagent], [logging], [jobs], [sensor:Name])",
-                                  file.where(section)));
+    if (auto note = legacy_section_note(name); !note.empty()) {
+      config.warnings.push_back(fmt::format("{}: ignored: {}", file.where(section), note));
+      continue;
+    }
+    throw ConfigError(fmt::format("{}: unknown section{} (known: [lmaster], [lagent], [logging], [jobs], [sensor:Name])",
+                                  file.where(section), did_you_mean(name, {"lmaster", "lagent", "logging", "jobs"})));
   }
   // lagent's own health is always reported: every 10 s unless a [sensor:lagent] section says.
   if (!file.find("sensor:lagent")) {

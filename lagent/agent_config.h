@@ -1,6 +1,8 @@
-// lagent.conf: [lmaster], [lagent], [logging] and one [sensor:Name] per active sensor.
+// lagent.conf: [lmaster], [lagent], [logging] and one [sensor:Name] per active sensor; or,
+// instead of [lmaster], [Graphite] to send to carbon directly (lagent/carbon_link.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,11 @@ struct AgentConfig {
   Options logging;
   sensors::JobSettings jobs;  // [jobs]
   std::vector<SensorConfig> sensors;
+  // [Graphite] in a file without [lmaster]: lagent sends to carbon itself, with these options
+  // (carbon_link_options()). Empty: to lmaster.
+  std::optional<Options> graphite;
+  // Accepted but worth a line in the log once logging is set up ("file:line: [section]: ...").
+  std::vector<std::string> warnings;
 };
 
 const OptionTable& master_link_options();  // [lmaster]

@@ -620,17 +620,21 @@ void AgentSpool::acknowledge(std::uint64_t sequence) {
   acked_ = sequence;
   write_acked();
   // lmaster has these on disk: they need no sync of their own.
-  if (unsynced_from_ && sequence >= next_sequence_ - 1) {
-    unsynced_from_ = 0;
-    for (auto& segment : segments_) segment.unsynced = false;
-  } else if (unsynced_from_ && sequence >= unsynced_from_) {
-    unsynced_from_ = sequence + 1;
-  }
+  handed_over(sequence);
   bool synced = false;
   while (segments_.size() > 1 && segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_) {
     if (!synced) ::fdatasync(acked_fd_);  // before a segment goes, `acked` must cover it
     synced = true;
     remove_front_segment();
+  }
+}
+
+void AgentSpool::handed_over(std::uint64_t sequence) {
+  if (unsynced_from_ && sequence >= next_sequence_ - 1) {
+    unsynced_from_ = 0;
+    for (auto& segment : segments_) segment.unsynced = false;
+  } else if (unsynced_from_ && sequence >= unsynced_from_) {
+    unsynced_from_ = sequence + 1;
   }
 }
 

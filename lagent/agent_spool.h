@@ -31,7 +31,9 @@
 // when a batch has waited sync_delay (1 s) without an acknowledgement. While lmaster answers,
 // batches are acknowledged within milliseconds (lmaster's journal has them on disk by then) and
 // never need a flush of their own: this was an fdatasync per batch, 30 % of the sender's CPU
-// and a disk flush every second on every node. What keeps numbers unique across a power cut,
+// and a disk flush every second on every node. Sending to carbon directly (lagent/carbon_link.h),
+// where "acknowledged" means taken a replay window after the batch was written, a batch written
+// to carbon is handed_over() and needs no flush either. What keeps numbers unique across a power cut,
 // which may take the last unsynced batches with it, is `reserved`: append() syncs it before it
 // hands out a number beyond it, and a spool opened after an unclean stop continues after it
 // (lmaster then logs the numbers skipped as never arrived). `acked` is not synced on every
@@ -145,6 +147,10 @@ class AgentSpool {
   // lmaster acknowledged every batch up to `sequence`. A sequence beyond what was appended
   // (the spool lost its tail) moves next_sequence() past it, so no number is used twice.
   void acknowledge(std::uint64_t sequence);
+  // The destination has every batch up to `sequence` but confirms it only later (carbon: see
+  // lagent/carbon_link.h): like acknowledged ones they need no sync of their own, and they stay
+  // until acknowledge(). Only a power cut before the destination read them could lose them.
+  void handed_over(std::uint64_t sequence);
 
   SpoolStats stats() const;
   const std::filesystem::path& directory() const { return directory_; }

@@ -15,7 +15,7 @@ using namespace fructosa;
 namespace {
 
 const char* kUsage = R"(Usage:
-  lagent start|stop|status|restart|reload|run [-c FILE] [-p PIDFILE]
+  lagent start|stop|status|restart|reload|run|check [-c FILE] [-p PIDFILE]
   lagent sensors
   lagent probe SENSOR... [--interval S] [--proc-root DIR] [--sys-root DIR] [-o KEY=VALUE]...
 
@@ -26,12 +26,23 @@ Commands:
   restart   stop, then start
   reload    send SIGHUP: re-read the configuration and re-arm the sensor timers
   run       run in the foreground, logging to stderr (for systemd and debugging)
+  check     check the configuration: print its warnings, exit 0 when it is usable, 78 when not
   sensors   list every sensor with its description, options and metrics
   probe     take one sample of each named sensor and print it as one JSON line
             (rate sensors: two readings --interval apart); -o sets a sensor option,
             as KEY=VALUE for every named sensor that has it or Sensor.KEY=VALUE;
             -o jobs.KEY=VALUE sets job discovery as [jobs] KEY would (e.g.
             -o jobs.scheduler=slurm -o jobs.cgroup_root=DIR)
+
+Where readings go (the configuration file, -c):
+  [lmaster]   to lmaster over ZeroMQ (also without the section: 127.0.0.1:7888),
+              which hands them to its outputs (Graphite, HDF5, Elasticsearch, stdout)
+  [Graphite]  in a file without [lmaster]: straight to carbon, as lmaster's Graphite
+              output sends them (pickle or plaintext; FrUCToSA 0.3's agents did this).
+              With [lmaster] it is ignored, with a warning: it belongs in lmaster.conf
+  Either way every batch waits on disk ([lagent] spool_dir) until it is taken:
+  acknowledged by lmaster, or written to carbon and the connection still up
+  replay_window seconds later; after a lost connection the rest is sent again.
 
 Options)";
 
