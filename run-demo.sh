@@ -1,11 +1,11 @@
 #!/bin/sh
-# Installs what fructosa needs, builds it, and runs an lmaster and an lagent on this machine:
-# the agent samples CPUPercent, VirtualMemory and CPUTimes every second; the master prints
-# each sample and appends it to data/fructosa.h5. Ctrl-C stops both (agent first, so nothing
-# it holds is lost).
+# Installs what fructosa needs (and h5dump, h5py to read what it wrote), builds it, and runs an
+# lmaster and an lagent on this machine: the agent samples CPUPercent, VirtualMemory and
+# CPUTimes every second; the master prints each sample and appends it to data/fructosa.h5.
+# Ctrl-C stops both (agent first, so nothing it holds is lost).
 set -eu
 cd "$(dirname "$0")"
-.ci/install-deps
+.ci/install-deps --demo
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUCTOSA_BUILD_TESTS=OFF >/dev/null
 cmake --build build -j2
 

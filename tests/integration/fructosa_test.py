@@ -46,6 +46,25 @@ def free_port():
     raise RuntimeError(f"no free port on 127.0.0.1 in {low}..{ephemeral_low - 1}")
 
 
+def proc_with_fixture_mounts(directory):
+    """A procfs root for `[lagent] proc_root` in `directory` in which DiskPartitions reads the
+    mount table of tests/fixtures/partitions (its README), so that it reports partitions with
+    device labels whatever the machine (a chroot or a container mounts no block device), while
+    the other sensors read this machine's /proc: proc_root is agent-wide, so every other entry
+    of /proc but the processes (they come and go) is a link to /proc's. With a proc_root other
+    than /proc, NetConnections reads <proc_root>/net/* rather than asking the kernel by netlink."""
+    root = os.path.join(directory, "proc")
+    if os.path.isdir(root):
+        return root
+    os.makedirs(os.path.join(root, "self"))
+    os.symlink(os.path.join(FIXTURES, "partitions", "mounts"), os.path.join(root, "self", "mounts"))
+    os.symlink(os.path.join(FIXTURES, "storage", "proc", "filesystems"), os.path.join(root, "filesystems"))
+    for name in os.listdir("/proc"):
+        if not name.isdigit() and name not in ("self", "thread-self", "mounts", "filesystems"):
+            os.symlink(os.path.join("/proc", name), os.path.join(root, name))
+    return root
+
+
 def wait_for(condition, timeout=30.0, what="condition"):
     """Polls `condition` until it returns something true; fails after `timeout` seconds."""
     deadline = time.monotonic() + timeout

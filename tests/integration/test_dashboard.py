@@ -15,7 +15,7 @@ import urllib.parse
 import urllib.request
 
 from carbon_cache import CarbonCache, free_port
-from fructosa_test import FructosaTestCase, LAGENT, MASTER_HOST, read_text, wait_for
+from fructosa_test import FructosaTestCase, LAGENT, MASTER_HOST, proc_with_fixture_mounts, read_text, wait_for
 
 MAKE_DASHBOARD = os.environ.get("MAKE_DASHBOARD", "make-dashboard")
 GRAPHITE_MANAGE = "/usr/bin/graphite-manage"
@@ -139,7 +139,10 @@ class DashboardGraphiteTest(FructosaTestCase):
         self.master, port = self.start_master(extra)
         # NetIOCounters per NIC: the wildcard panels (lo.bytes_sent, ...); lagent's own sensor
         # comes every second too.
-        config = self.agent_config(port, SENSORS, interval=1)
+        # DiskPartitions reads a fixture mount table, so that its per-partition panels have data
+        # on a machine without partitions of its own (a chroot, a container).
+        proc = proc_with_fixture_mounts(self.dir)
+        config = self.agent_config(port, SENSORS, interval=1, extra=f"proc_root = {proc}\n")
         config += "[sensor:NetIOCounters]\ntime_interval = 1\npernic = true\n[sensor:lagent]\ntime_interval = 1\n"
         # kind = all: every socket family, so that unix.count (of the catalog) exists too.
         config += "[sensor:NetConnections]\ntime_interval = 1\nkind = all\n"

@@ -15,7 +15,7 @@ import unittest
 from elasticsearch import Elasticsearch, helpers
 
 from es_test_server import EsTestServer
-from fructosa_test import FructosaTestCase, LAGENT, LMASTER, read_text, wait_for
+from fructosa_test import FructosaTestCase, LAGENT, LMASTER, proc_with_fixture_mounts, read_text, wait_for
 from read_hdf5 import read_file
 
 SENSORS = ["VirtualMemory", "NetIOCounters", "CPUTimes", "DiskPartitions", "CPUCount"]
@@ -90,7 +90,9 @@ class ElasticsearchTest(FructosaTestCase):
         return process, wait_for(listening, what="lmaster to listen")
 
     def start_agent(self, port, sensors=SENSORS):
-        config = self.write("lagent.conf", self.agent_config(port, sensors))
+        # DiskPartitions reads a fixture mount table (partitions with labels on any machine).
+        proc = proc_with_fixture_mounts(self.dir)
+        config = self.write("lagent.conf", self.agent_config(port, sensors, extra=f"proc_root = {proc}\n"))
         return self.spawn("lagent", [LAGENT, "run", "-c", config, "-p", self.path("lagent.pid")])
 
     def run_pipeline(self, documents=8, before_stop=lambda: True, es_keys=""):

@@ -10,11 +10,13 @@ import unittest
 import h5py
 
 import read_hdf5
-from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, stdout_counts
+from fructosa_test import (FructosaTestCase, read_text, wait_for, LAGENT, LMASTER, proc_with_fixture_mounts,
+                           stdout_counts)
 
 INTERVAL_NS = 200_000_000
-# DiskPartitions brings labels; chunk = 16 gives every table several chunks while the readers
-# read (and compressed chunks when a file is closed).
+# DiskPartitions brings labels (from a fixture mount table: proc_with_fixture_mounts, so that a
+# machine without partitions of its own has them); chunk = 16 gives every table several chunks
+# while the readers read (and compressed chunks when a file is closed).
 SENSORS = ["VirtualMemory", "CPUPercent", "DiskPartitions"]
 HDF5_KEYS = "chunk = 16\nlayout = {layout}\n"
 
@@ -61,7 +63,7 @@ class Hdf5Test(FructosaTestCase):
         return f"testnode/{sensor}" if self.LAYOUT == "per_host" else sensor
 
     def start_agent(self, port):
-        config = self.agent_config(port, SENSORS)
+        config = self.agent_config(port, SENSORS, extra=f"proc_root = {proc_with_fixture_mounts(self.dir)}\n")
         return self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", config),
                                      "-p", self.path("lagent.pid")])
 
@@ -81,9 +83,12 @@ class Hdf5Test(FructosaTestCase):
             self.assertEqual(len(set(total)), 1, f"{where}: total memory is constant")
             self.assertEqual(table["columns"]["total"]["unit"], "bytes")
         if sensor == "DiskPartitions" and times:
-            device_labels = [k for k in table["labels"] if k.endswith(".device")]
-            self.assertTrue(device_labels, table["labels"].keys())
-            self.assertTrue(all(v for v in table["labels"][device_labels[0]]), where)
+            # The fixture's partitions (tests/fixtures/partitions), without its pseudo and memory
+            # file systems; /scratch is read-only.
+            device_labels = sorted(k for k in table["labels"] if k.endswith(".device"))
+            self.assertEqual(device_labels, ["/.device", "/boot/efi.device", "/scratch.device"], where)
+            self.assertEqual(set(table["labels"]["/.device"]), {"/dev/sda2"}, where)
+            self.assertEqual(set(table["columns"]["/scratch.readonly"]["values"]), {1}, where)
 
     def read_while_running(self, link, kept, stats):
         """Rows per sensor seen by a reader that opens the file anew and by one that keeps it

@@ -96,23 +96,26 @@ std::string copy_tree(const test::TempDir& temp, const std::string& from, const 
   return target.string();
 }
 
-// Runs `body` as an unprivileged user (nobody) in a child process when the tests run as root,
-// so that a file's 0400 mode denies it as it does to a non-root lagent; returns what `body`
-// returned. Without root, runs it in this process.
-std::string as_unprivileged(const std::function<std::string()>& body) {
-  if (::geteuid() != 0) return body();
+// Runs `body(dir)` as an unprivileged user (nobody) in a child process when the tests run as
+// root, so that a file's 0400 mode denies it as it does to a non-root lagent; returns what `body`
+// returned. The child enters `dir` before it drops root; where nobody may not traverse dir's
+// parents (a chroot whose / is 0700), it runs body(".") instead: the same tree, from there.
+// Without root, runs body(dir) in this process.
+std::string as_unprivileged(const std::string& dir,
+                            const std::function<std::string(const std::string&)>& body) {
+  if (::geteuid() != 0) return body(dir);
   int fds[2];
   if (::pipe(fds) != 0) return "pipe failed";
   pid_t pid = ::fork();
   if (pid == 0) {
     ::close(fds[0]);
     std::string result;
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(65534, 65534, 65534) != 0 ||
-        ::setresuid(65534, 65534, 65534) != 0)
-      result = "cannot drop privileges";
+    if (::chdir(dir.c_str()) != 0 || ::setgroups(0, nullptr) != 0 ||
+        ::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+      result = "cannot enter " + dir + " or drop privileges";
     else
       try {
-        result = body();
+        result = body(::access(dir.c_str(), X_OK) == 0 ? dir : std::string("."));
       } catch (const std::exception& error) {
         result = std::string("exception: ") + error.what();
       }
@@ -238,8 +241,8 @@ TEST(HwBackendRapl, RootOnlyEnergyIsUnavailableWithTheReason) {
   for (const char* zone : {"intel-rapl:0", "intel-rapl:0:0"})
     fs::permissions(sys + "/" + zone + "/energy_uj",
                     ::geteuid() == 0 ? fs::perms::owner_read : fs::perms::none);
-  std::string reason = as_unprivileged([&] {
-    auto probe = make_sys("RAPL", temp.path() + "/sys");
+  std::string reason = as_unprivileged(temp.path(), [&](const std::string& root) {
+    auto probe = make_sys("RAPL", root + "/sys");
     return unavailable(probe);
   });
   EXPECT_NE(reason.find("readable by root only"), std::string::npos) << reason;
@@ -249,8 +252,8 @@ TEST(HwBackendRapl, RootOnlyEnergyIsUnavailableWithTheReason) {
   // One zone readable, the other not: the readable one is reported (and the other logged).
   fs::permissions(sys + "/intel-rapl:0/energy_uj", fs::perms::owner_read | fs::perms::group_read |
                                                        fs::perms::others_read);
-  std::string partial = as_unprivileged([&] {
-    auto probe = make_sys("RAPL", temp.path() + "/sys");
+  std::string partial = as_unprivileged(temp.path(), [&](const std::string& root) {
+    auto probe = make_sys("RAPL", root + "/sys");
     std::vector<Sample> samples;
     SampleWriter out(samples, "node", "test", 1);
     if (!probe.sensor->sample(out)) return std::string("no sample");
