@@ -4,12 +4,14 @@ ephemeral 127.0.0.1 ports, waiting on conditions with deadlines, stopping by PID
 Run with /usr/bin/python3 (Debian's h5py and psutil). ctest sets LAGENT and LMASTER to the
 built programs.
 """
+import glob
 import os
 import random
 import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -94,6 +96,23 @@ def stdout_counts(text):
         if len(fields) >= 3 and fields[1] == "testnode":
             counts[fields[2]] = counts.get(fields[2], 0) + 1
     return counts
+
+
+def spooled_batches(directory):
+    """Records in an agent spool's segment files (lagent/agent_spool.h: 16-byte header, then
+    body), taken ones included until their segment is deleted: it grows while lagent samples."""
+    count = 0
+    for path in glob.glob(os.path.join(directory, "*.seg")):
+        with open(path, "rb") as f:
+            data = f.read()
+        offset = 0
+        while offset + 16 <= len(data):
+            magic, body = struct.unpack_from("<II", data, offset)
+            if magic != 0x31534146 or offset + 16 + body > len(data):
+                break
+            count += 1
+            offset += 16 + body
+    return count
 
 
 def read_text(path):

@@ -3,18 +3,14 @@
 lost while carbon is away (a batch leaves the spool only once carbon has taken it). With both
 sections, [Graphite] is ignored with one warning and the data goes through lmaster.
 """
-import glob
-import os
-import re
 import signal
-import struct
 import time
 import unittest
 
 import psutil
 
 from carbon_cache import CarbonCache
-from fructosa_test import LAGENT, FructosaTestCase, free_port, read_text, wait_for
+from fructosa_test import spooled_batches, LAGENT, FructosaTestCase, free_port, read_text, wait_for
 from pickle_sink import PickleSink
 
 HOST = "testnode"
@@ -22,23 +18,6 @@ SECOND_NS = 1_000_000_000
 INTERVAL_NS = 200_000_000
 # FrUCToSA 0.3's lagent.conf for agents that send to carbon directly, as sites have it.
 FRUCTOSA_TEXT = "[Graphite]\nhost = localhost\ncarbon receiver pickle port = 2004\n"
-
-
-def spooled_records(directory):
-    """Records in the spool's segment files (lagent/agent_spool.h: 16-byte header, then body),
-    taken ones included until their segment is deleted: it grows while lagent samples."""
-    count = 0
-    for path in glob.glob(os.path.join(directory, "*.seg")):
-        with open(path, "rb") as f:
-            data = f.read()
-        offset = 0
-        while offset + 16 <= len(data):
-            magic, body = struct.unpack_from("<II", data, offset)
-            if magic != 0x31534146 or offset + 16 + body > len(data):
-                break
-            count += 1
-            offset += 16 + body
-    return count
 
 
 def ns(timestamp):
@@ -112,8 +91,8 @@ class AgentToCarbonTest(FructosaTestCase):
         for lose in (0.0, 1.0):
             sinks[-1].stop(lose_last_seconds=lose)
             down_ns = time.time_ns()
-            records = spooled_records(spool)
-            wait_for(lambda: self.running(agent) and spooled_records(spool) >= records + 10,
+            records = spooled_batches(spool)
+            wait_for(lambda: self.running(agent) and spooled_batches(spool) >= records + 10,
                      what="10 batches spooled while carbon is away")
             up_ns = time.time_ns()
             sinks.append(PickleSink(port))
@@ -169,7 +148,7 @@ class AgentToCarbonTest(FructosaTestCase):
         config = self.write("lagent.conf", FRUCTOSA_TEXT + "[sensor:CPUPercent]\ntime_interval = 1\n" +
                             f"[lagent]\nspool_dir = {spool}\n")
         agent = self.spawn("lagent", [LAGENT, "run", "-c", config, "-p", self.path("lagent.pid")])
-        wait_for(lambda: self.running(agent) and spooled_records(spool) >= 3, what="3 batches made")
+        wait_for(lambda: self.running(agent) and spooled_batches(spool) >= 3, what="3 batches made")
         log = read_text(self.path("lagent.err"))
         self.assertRegex(log, r"started as \S+ -> carbon at localhost:2004 \(pickle\) with 2 sensor\(s\)")
         self.assertNotIn("[Graphite]", log)  # neither an error nor a warning

@@ -2,37 +2,19 @@
 arrive exactly once; over spool_max_bytes the oldest are dropped and lagent's drop counter
 equals what is missing."""
 import datetime
-import glob
 import os
 import re
 import signal
-import struct
 import time
 import unittest
 
 import read_hdf5
-from fructosa_test import free_port, FructosaTestCase, read_text, wait_for, LAGENT, LMASTER
+from fructosa_test import spooled_batches, free_port, FructosaTestCase, read_text, wait_for, LAGENT, LMASTER
 
 INTERVAL_NS = 200_000_000
 SECOND_NS = 1_000_000_000
 
 
-
-
-def spooled_batches(directory):
-    """Records in the spool's segment files (lagent/agent_spool.h: 16-byte header, then body)."""
-    count = 0
-    for path in glob.glob(os.path.join(directory, "*.seg")):
-        with open(path, "rb") as f:
-            data = f.read()
-        offset = 0
-        while offset + 16 <= len(data):
-            magic, body = struct.unpack_from("<II", data, offset)
-            if magic != 0x31534146 or offset + 16 + body > len(data):
-                break
-            count += 1
-            offset += 16 + body
-    return count
 
 
 def lagent_lines(text):

@@ -8,7 +8,6 @@ sections, keys and values (facts, not FrUCToSA's text). `lagent check` / `lmaste
 accept every one but lagent-test.2.conf, whose `[wacalamo:con_tomatre]` is nonsense on
 purpose; then the production pair runs for real, lmaster listening on a host name.
 """
-import os
 import re
 import socket
 import unittest
