@@ -174,8 +174,10 @@ class FrUCToSAFiles(FructosaTestCase):
         agent_text += f"[lagent]\nhost = goethe01\nspool_dir = {self.path('spool')}\n"
         self.spawn("lagent", [LAGENT, "run", "-c", self.write("lagent.conf", agent_text), "-p", self.path("lagent.pid")])
 
-        wanted = {"goethe01.CPUPercent.0", "goethe01.VirtualMemory.total", "goethe01.CPUCount",
-                  "goethe01.DiskUsage.percent", "goethe01.CPUTimes.user"}
+        # Among them the four DiskUsage paths of FrUCToSA's own node dashboard (make-fructosa-dashboard).
+        wanted = {"goethe01.CPUPercent.0", "goethe01.VirtualMemory.percent", "goethe01.CPUCount",
+                  "goethe01.CPUTimes.user", "goethe01.DiskUsage.percent", "goethe01.DiskUsage.free",
+                  "goethe01.DiskUsage.used", "goethe01.DiskUsage.total"}
 
         def arrived():
             paths = {path for path, _, _ in sink.snapshot()}
