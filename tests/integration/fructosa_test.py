@@ -115,6 +115,45 @@ def spooled_batches(directory):
     return count
 
 
+# private_mount_namespace's exit status when this machine cannot give it a private namespace.
+SANDBOX_UNAVAILABLE = 77
+
+# Runs `sh -c "$1" sh "$2"...` where mounts reach no other namespace. unshare leaves propagation
+# as it is, so that this works in a chroot too. Where / is a mount point, it is made private
+# (what `unshare --propagation private` does). In a chroot it is not, and cannot be made one
+# without its mounts reaching the machine's namespace (/ is shared under systemd): /proc, a
+# mount point there, is made private, a tmpfs over it holds a recursive bind of the chroot, made
+# private before anything is mounted under it, with a new procfs, and the script runs chrooted
+# in that copy (the same paths). Exits SANDBOX_UNAVAILABLE, saying why, when neither / nor
+# /proc is a mount point.
+_SANDBOX = r"""
+set -eu
+script=$1
+shift
+if mount --make-rprivate / 2>/dev/null; then
+  mount -t proc -o nosuid,nodev,noexec proc /proc
+  exec sh -c "$script" sh "$@"
+fi
+if ! mount --make-rprivate /proc 2>/dev/null; then
+  echo "no private mount namespace: neither / nor /proc is a mount point"
+  exit 77
+fi
+mount -t tmpfs -o mode=0700 tmpfs /proc
+mkdir /proc/root
+mount --rbind / /proc/root
+mount --make-rprivate /proc/root
+mount -t proc -o nosuid,nodev,noexec proc /proc/root/proc
+exec chroot /proc/root sh -c "$script" sh "$@"
+"""
+
+
+def private_mount_namespace(script, *args, pid_namespace=False):
+    """The command line that runs `sh -c script sh args...` as root in a mount namespace of its
+    own (and a pid namespace with `pid_namespace`), on a machine or in a chroot alike."""
+    return (["unshare", "--mount", "--propagation", "unchanged"] + (["--pid", "--fork"] if pid_namespace else [])
+            + ["sh", "-c", _SANDBOX, "sh", script, *args])
+
+
 def read_text(path):
     try:
         with open(path, errors="replace") as f:

@@ -5,18 +5,20 @@ sensors_battery(): a sensor is unavailable (with a reason) exactly when psutil r
 None, and otherwise reports psutil's values under the keys described in sensors/hwmon.h.
 
 Fixtures: psutil hard-codes /sys, so it reads each fixture tree bind-mounted over /sys in a
-private mount namespace (`unshare -rm`; skipped where user namespaces are not allowed), and
+private mount namespace (as root, in a chroot too; otherwise `unshare -rm`, skipped where user
+namespaces are not allowed), and
 `lagent probe --sys-root TREE` must give exactly the same numbers.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import unittest
 
 import psutil
 
-from fructosa_test import FIXTURES, FructosaTestCase, LAGENT
+from fructosa_test import FIXTURES, LAGENT, FructosaTestCase, private_mount_namespace
 
 SENSORS = ("SensorsTemperatures", "SensorsFans", "SensorsBattery")
 
@@ -161,18 +163,27 @@ class PsutilHwTest(FructosaTestCase):
         """psutil's three results with `tree` mounted over /sys (PYTHONHASHSEED=0: psutil's
         thermal-zone thresholds depend on it, see sensors/sensors_temperatures.cpp)."""
         result = subprocess.run(
-            ["unshare", "-rm", "sh", "-c", 'mount --bind "$1" /sys && exec "$2" -c "$3"', "sh",
-             tree, sys.executable, PSUTIL_SCRIPT],
+            self.mount_namespace('mount --bind "$1" /sys && exec "$2" -c "$3"', tree, sys.executable, PSUTIL_SCRIPT),
             capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONHASHSEED="0"))
         self.assertEqual(result.returncode, 0, result.stderr)
         return json.loads(result.stdout)
 
+    @staticmethod
+    def mount_namespace(script, *args):
+        """`sh -c script sh args...` where its mounts are its own: as root in a private mount
+        namespace (a chroot, where user namespaces are refused, included); otherwise in a user
+        namespace of its own."""
+        if os.geteuid() == 0:
+            return private_mount_namespace(script, *args)
+        return ["unshare", "-rm", "sh", "-c", script, "sh", *args]
+
     def test_fixtures_match_psutil_reading_them_as_sys(self):
-        try:
-            subprocess.run(["unshare", "-rm", "sh", "-c", "mount --bind /tmp /mnt"], check=True,
-                           capture_output=True, timeout=30)
-        except (OSError, subprocess.CalledProcessError) as why:
-            self.skipTest(f"cannot bind-mount in a user namespace here: {why}")
+        if not shutil.which("unshare"):
+            self.skipTest("needs unshare (util-linux)")
+        probe = subprocess.run(self.mount_namespace("mount --bind /tmp /mnt"), capture_output=True, text=True,
+                               timeout=30)
+        if probe.returncode != 0:
+            self.skipTest(f"cannot bind-mount in a mount namespace of its own here: {probe.stdout}{probe.stderr}")
         trees = [os.path.join(FIXTURES, "node-exporter", "sys")] + [
             os.path.join(FIXTURES, "hw", case, "sys")
             for case in ("thermal-only", "battery-charging", "battery-capacity", "battery-no-power",

@@ -4,7 +4,8 @@ are unpacked into a temporary directory, and a private mount namespace (unshare 
 them on /usr/lib/rc and /usr/sbin, with a fresh /run (OpenRC's state) and /var/log, /var/spool
 tmpfs, and our scripts merged into /etc/init.d and /etc/conf.d; its own pid namespace ends every
 process it started when the test ends. In a chroot, whose / is no mount point and so cannot be
-made private, the namespace gets a private copy of the chroot to work in (SANDBOX). Needs root,
+made private, the namespace gets a private copy of the chroot to work in
+(fructosa_test.private_mount_namespace). Needs root,
 unshare and the three .deb files (apt-get download, or FRUCTOSA_OPENRC_DEBS=dir with them);
 skipped otherwise. BUILD_DIR is the built build directory, CMAKE the cmake to use (ctest sets both)."""
 import glob
@@ -16,7 +17,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-from fructosa_test import free_port  # noqa: E402
+from fructosa_test import SANDBOX_UNAVAILABLE, free_port, private_mount_namespace  # noqa: E402
 
 BUILD_DIR = os.path.abspath(os.environ.get("BUILD_DIR", "build"))
 CMAKE = os.environ.get("CMAKE", "cmake")
@@ -53,33 +54,6 @@ step /etc/init.d/lagent status
 step /etc/init.d/fructosa stop
 step /etc/init.d/lagent status
 step /etc/init.d/lmaster status
-"""
-
-
-# Runs SCRIPT ($2) in the new mount and pid namespaces, where no mount reaches the machine's
-# other namespaces: unshare leaves propagation as it is, so that this works in a chroot too.
-# Where / is a mount point, it is made private (what `unshare --propagation private` does).
-# In a chroot it is not (and cannot be made one without its mounts reaching the machine's
-# namespace, / being shared under systemd): /proc, a mount point there, is made private, a
-# tmpfs put over it holds a recursive bind of the chroot, made private before anything is
-# mounted under it, with a new procfs, and SCRIPT runs chrooted in that copy. Exits 77 (and
-# says why) when neither / nor /proc is a mount point.
-SANDBOX = r"""
-set -eu
-if mount --make-rprivate / 2>/dev/null; then
-  mount -t proc -o nosuid,nodev,noexec proc /proc
-  exec sh -c "$2" sh "$1"
-fi
-if ! mount --make-rprivate /proc 2>/dev/null; then
-  echo "no private mount namespace: neither / nor /proc is a mount point"
-  exit 77
-fi
-mount -t tmpfs -o mode=0700 tmpfs /proc
-mkdir /proc/root
-mount --rbind / /proc/root
-mount --make-rprivate /proc/root
-mount -t proc -o nosuid,nodev,noexec proc /proc/root/proc
-exec chroot /proc/root sh -c "$2" sh "$1"
 """
 
 
@@ -138,11 +112,10 @@ class OpenRCTest(unittest.TestCase):
             f.write(f'LMASTER_CONFIG="{self.path("lmaster.conf")}"\nLMASTER_USER=root\nLMASTER_DATA_DIR="{data}"\n')
         with open(os.path.join(etc, "conf.d/lagent"), "a") as f:
             f.write(f'LAGENT_CONFIG="{self.path("lagent.conf")}"\n')
-        result = subprocess.run(["unshare", "--mount", "--propagation", "unchanged", "--pid", "--fork",
-                                 "sh", "-c", SANDBOX, "sh", self.dir, SCRIPT],
+        result = subprocess.run(private_mount_namespace(SCRIPT, self.dir, pid_namespace=True),
                                 capture_output=True, text=True, timeout=300)
         out = result.stdout + result.stderr
-        if result.returncode == 77 and "no private mount namespace" in out:
+        if result.returncode == SANDBOX_UNAVAILABLE:
             self.skipTest(out.strip())
         codes = [line for line in out.splitlines() if line.startswith("== rc=")]
         expected = ["0"] * 8 + ["3"] + ["0"] * 4 + ["3", "3"]
