@@ -1,6 +1,6 @@
 // lagent: the agent's own health, as an ordinary sensor. Per sensor the duration and success
 // of its last read (node_exporter's scrape_collector_duration_seconds / _success), and the
-// state of the link to lmaster. The agent always runs it (every 10 s unless a [sensor:lagent]
+// state of the link to lmaster (or to carbon). The agent always runs it (every 10 s unless a [sensor:lagent]
 // section says otherwise).
 #include <fmt/format.h>
 #include <unistd.h>
@@ -63,14 +63,14 @@ const Catalog kCatalog{
     {"*.reads", Unit::count, Kind::counter, "reads of the sensor since lagent started"},
     {"*.failures", Unit::count, Kind::counter, "reads that were unavailable or failed"},
     {"*.missed", Unit::count, Kind::counter, "reading times skipped because the previous read still ran or lagent was late"},
-    {"batches_sent", Unit::count, Kind::counter, "batches sent to lmaster (first sends, not resends)"},
-    {"batches_acked", Unit::count, Kind::counter, "batches lmaster acknowledged"},
+    {"batches_sent", Unit::count, Kind::counter, "batches sent to lmaster, or to carbon with [Graphite] and no [lmaster] (first sends, not resends)"},
+    {"batches_acked", Unit::count, Kind::counter, "batches lmaster acknowledged (carbon: written and its connection still up replay_window s later)"},
     {"batches_dropped", Unit::count, Kind::counter,
      "unacknowledged batches dropped from the spool beyond spool_max_bytes (or that could not be written to it)"},
     {"samples_dropped", Unit::count, Kind::counter, "samples in the dropped batches"},
-    {"resyncs", Unit::count, Kind::counter, "times lmaster asked for the dictionary and unacknowledged batches again"},
+    {"resyncs", Unit::count, Kind::counter, "times lmaster asked for the dictionary and unacknowledged batches again (carbon: reconnections after a lost connection)"},
     {"failovers", Unit::count, Kind::counter, "times the agent moved to the next lmaster of [lmaster] host"},
-    {"unacked", Unit::count, Kind::gauge, "batches in the spool waiting for lmaster's acknowledgement"},
+    {"unacked", Unit::count, Kind::gauge, "batches in the spool waiting for lmaster's acknowledgement (or for carbon to take them)"},
     {"spool_bytes", Unit::bytes, Kind::gauge, "bytes of the spool's segment files (spool_dir)"},
     {"rss", Unit::bytes, Kind::gauge, "lagent's resident memory"},
     {"cpu_seconds", Unit::seconds, Kind::counter, "CPU time lagent has used (user + system)"},
@@ -123,7 +123,7 @@ class LagentSelfSensor final : public Sensor {
 
 }  // namespace
 
-FRUCTOSA_REGISTER_SENSOR("lagent", "lagent's own health: each sensor's last read duration and success, the link to lmaster",
+FRUCTOSA_REGISTER_SENSOR("lagent", "lagent's own health: each sensor's last read duration and success, the link to lmaster or carbon",
                          kOptions, kCatalog, LagentSelfSensor, .row = DashboardRow::lmaster);
 
 }  // namespace fructosa::sensors

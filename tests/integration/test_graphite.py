@@ -22,10 +22,10 @@ VALUE = re.compile(r"-?(?:inf|nan|[0-9][0-9.]*(?:e[+-]?[0-9]+)?)")
 
 
 def component(text):
-    """One Graphite path component as the output writes it (see graphite_output.h)."""
+    """One Graphite path component as the output writes it (common/graphite_name.h)."""
     if not text:
         return "_"
-    return "".join(c if 0x20 < ord(c) < 0x7f and c not in "/;" else "_" for c in text)
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_:#-") else "_" for c in text)
 
 
 def graphite_path(host, sensor, key, job=0, prefix=""):
