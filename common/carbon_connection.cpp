@@ -13,6 +13,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "localhost_name.h"
+
 namespace fructosa::graphite {
 namespace {
 
@@ -35,7 +37,10 @@ void CarbonConnection::open() {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* addresses = nullptr;
   const std::string service = std::to_string(port_);
-  if (int status = ::getaddrinfo(host_.c_str(), service.c_str(), &hints, &addresses); status != 0) {
+  int status = ::getaddrinfo(host_.c_str(), service.c_str(), &hints, &addresses);
+  if (status != 0 && is_localhost_name(host_))
+    status = ::getaddrinfo(kLocalhostFallback, service.c_str(), &hints, &addresses);
+  if (status != 0) {
     std::string reason = status == EAI_SYSTEM ? errno_text(errno) : ::gai_strerror(status);
     throw std::runtime_error(fmt::format("cannot resolve {}: {}", host_, reason));
   }

@@ -11,6 +11,7 @@
 
 #include "curve.h"
 #include "daemon.h"
+#include "localhost_name.h"
 #include "logging.h"
 #include "outputs/elasticsearch_output.h"
 #include "outputs/graphite_output.h"
@@ -176,8 +177,9 @@ std::vector<std::string> listen_addresses(const std::string& host) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0)
-    throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(error)));
+  int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (error != 0 && is_localhost_name(host)) error = ::getaddrinfo(kLocalhostFallback, nullptr, &hints, &found);
+  if (error != 0) throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(error)));
   std::vector<std::string> addresses;
   for (auto* entry = found; entry; entry = entry->ai_next) {
     char text[INET6_ADDRSTRLEN] = {};

@@ -10,6 +10,7 @@
 #include "agent.h"
 #include "agent_config.h"
 #include "config.h"
+#include "localhost_name.h"
 #include "master_config.h"
 
 using namespace fructosa;
@@ -132,6 +133,20 @@ TEST(ListenAddresses, NamesResolveAddressesAndInterfacesStay) {
   ASSERT_FALSE(local.empty());
   for (const auto& address : local) EXPECT_TRUE(address == "127.0.0.1" || address == "[::1]") << address;
   EXPECT_THROW(master::listen_addresses("no-such-host.invalid"), std::runtime_error);
+}
+
+TEST(ListenAddresses, LocalhostNamesAreTheLoopbackWithoutAResolverEntry) {
+  EXPECT_TRUE(is_localhost_name("localhost"));
+  EXPECT_TRUE(is_localhost_name("LocalHost."));
+  EXPECT_TRUE(is_localhost_name("node07.localhost"));
+  EXPECT_FALSE(is_localhost_name("notlocalhost"));
+  EXPECT_FALSE(is_localhost_name("localhost.example.org"));
+  EXPECT_FALSE(is_localhost_name("host"));
+  // No /etc/hosts names node07.localhost (a debootstrap chroot has no /etc/hosts at all, where
+  // even "localhost" reaches this path): the loopback all the same.
+  for (const auto& address : master::listen_addresses("node07.localhost"))
+    EXPECT_TRUE(address == "127.0.0.1" || address == "[::1]") << address;
+  EXPECT_FALSE(master::listen_addresses("node07.localhost").empty());
 }
 
 TEST(ListenAddresses, AnUnresolvableHostIsAConfigErrorNamingTheKey) {
