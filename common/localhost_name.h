@@ -3,8 +3,11 @@
 // and there glibc cannot resolve them; FrUCToSA's files write `localhost` for carbon and lmaster.
 #pragma once
 
+#include <netdb.h>
+
 #include <algorithm>
 #include <cctype>
+#include <string>
 #include <string_view>
 
 namespace fructosa {
@@ -20,6 +23,18 @@ inline bool is_localhost_name(std::string_view name) {
   bool same = std::equal(tail.begin(), tail.end(), kLocalhost.begin(),
                          [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
   return same && (name.size() == kLocalhost.size() || name[name.size() - kLocalhost.size() - 1] == '.');
+}
+
+// `host` for a library that resolves names itself (ZeroMQ's connect): a localhost name the
+// resolver does not know becomes the loopback address; every other host stays as it is.
+inline std::string with_localhost_fallback(const std::string& host) {
+  if (!is_localhost_name(host)) return host;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return kLocalhostFallback;
+  ::freeaddrinfo(found);
+  return host;
 }
 
 }  // namespace fructosa

@@ -20,6 +20,7 @@
 #include "agent_stats.h"
 #include "carbon_link.h"
 #include "lmaster_link.h"
+#include "localhost_name.h"
 #include "logging.h"
 #include "schedule.h"
 #include "sender.h"
@@ -78,7 +79,8 @@ double thread_cpu_seconds() {
 // Every lmaster of [lmaster] host, as tcp:// endpoints in failover order.
 std::vector<std::string> endpoints_of(const AgentConfig& config) {
   std::vector<std::string> endpoints;
-  for (const auto& master : config.masters) endpoints.push_back(fmt::format("tcp://{}:{}", master.host, master.port));
+  for (const auto& master : config.masters)
+    endpoints.push_back(fmt::format("tcp://{}:{}", with_localhost_fallback(master.host), master.port));
   return endpoints;
 }
 

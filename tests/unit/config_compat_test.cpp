@@ -2,6 +2,7 @@
 // sections that are probably misspelt, warnings (not errors) for FrUCToSA's sections that
 // fructosa has no use for, and lmaster listening on a host name.
 #include <gtest/gtest.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -147,6 +148,13 @@ TEST(ListenAddresses, LocalhostNamesAreTheLoopbackWithoutAResolverEntry) {
   for (const auto& address : master::listen_addresses("node07.localhost"))
     EXPECT_TRUE(address == "127.0.0.1" || address == "[::1]") << address;
   EXPECT_FALSE(master::listen_addresses("node07.localhost").empty());
+  // lagent's ZeroMQ connect resolves names itself: it gets the loopback's address instead.
+  addrinfo* found = nullptr;
+  bool known = ::getaddrinfo("node07.localhost", nullptr, nullptr, &found) == 0;  // systemd's nss-myhostname
+  if (found) ::freeaddrinfo(found);
+  EXPECT_EQ(with_localhost_fallback("node07.localhost"), known ? "node07.localhost" : "127.0.0.1");
+  EXPECT_EQ(with_localhost_fallback("master2.invalid"), "master2.invalid");
+  EXPECT_EQ(with_localhost_fallback("10.1.2.3"), "10.1.2.3");
 }
 
 TEST(ListenAddresses, AnUnresolvableHostIsAConfigErrorNamingTheKey) {
