@@ -1,9 +1,9 @@
-// Subdirectories that came or went in the cgroup directories a walk holds (cgroup v2, jobs.cpp),
-// from inotify: a round asks the kernel once what changed instead of an fstat of every directory
-// for its link count (6 % of lagent's CPU with 50 jobs of four cgroups each). mkdir, rmdir and
-// rename of cgroups go through the VFS, which reports them; the control files the kernel adds
-// are not directories. Without inotify (no instance, no watch left) each directory is asked
-// with fstat.
+// Subdirectories that came or went in the cgroup directories a walk holds (cgroup v2,
+// cgroup_process_tree.cpp), from inotify: a round asks the kernel once what changed instead of an
+// fstat of every directory for its link count (6 % of lagent's CPU with 50 jobs of four cgroups
+// each). mkdir, rmdir and rename of cgroups go through the VFS, which reports them; the control
+// files the kernel adds are not directories. Without inotify (no instance, no watch left) each
+// directory is asked with fstat.
 #pragma once
 
 #include <sys/inotify.h>

@@ -4,12 +4,7 @@
 #include <fmt/ranges.h>
 #include <fnmatch.h>
 #include <spdlog/spdlog.h>
-#include <dirent.h>
-#include <fcntl.h>
-#include <linux/magic.h>
 #include <sys/inotify.h>
-#include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,10 +17,10 @@
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <utility>
 
-#include "cgroup_entry_watch.h"
+#include "job_layouts.h"
+#include "cgroup_process_tree.h"
 #include "procfs.h"
 #include "sensor.h"
 
@@ -36,9 +31,6 @@ namespace fs = std::filesystem;
 
 const char* const kSchedulers[] = {"auto", "slurm", "oar", "pbs", "regex"};
 
-// colmet's default for OAR: the links OAR's job manager makes to each job's cpuset cgroup.
-constexpr const char* kOarDefaultRoot = "/dev/oar_cgroups_links/cpuset";
-
 std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -48,6 +40,8 @@ bool exists(const fs::path& path) {
   std::error_code error;
   return fs::exists(path, error);
 }
+
+}  // namespace
 
 // Subdirectory names of `dir`, sorted; empty when it vanished or cannot be read (jobs end at
 // any moment, so that is normal).
@@ -62,11 +56,9 @@ std::vector<std::string> subdirectories(const std::string& dir) {
   return names;
 }
 
-// One cgroup hierarchy: a v2 tree (name "") or a v1 one named after its controllers.
-struct Hierarchy {
-  std::string name;
-  std::string path;
-};
+bool parse_job_id(const std::string& text, std::uint64_t& id) { return parse_uint(text, id) && id != 0; }
+
+namespace {
 
 bool is_cgroup_dir(const std::string& path) { return exists(path + "/cgroup.procs"); }
 bool is_unified(const std::string& path) { return exists(path + "/cgroup.controllers"); }
@@ -74,8 +66,8 @@ bool is_unified(const std::string& path) { return exists(path + "/cgroup.control
 // The hierarchies under `root`: root itself when it is a v2 mount; else every mounted
 // controller directory in it (cgroup v1 and the hybrid layout's "unified"); else, when root is
 // one v1 controller directory (OAR's links dir), it and its siblings.
-std::vector<Hierarchy> hierarchies_under(const std::string& root) {
-  std::vector<Hierarchy> found;
+std::vector<CgroupHierarchy> hierarchies_under(const std::string& root) {
+  std::vector<CgroupHierarchy> found;
   if (is_unified(root)) return {{"", root}};
   std::string base = root;
   while (base.size() > 1 && base.back() == '/') base.pop_back();
@@ -97,36 +89,37 @@ std::vector<Hierarchy> hierarchies_under(const std::string& root) {
   return found;
 }
 
-// Where a scheduler puts its jobs, relative to a hierarchy: directory globs, then the job's
-// own directory as a regex whose one group is the id.
-struct JobPattern {
-  std::vector<std::string> parents;
-  std::regex job;
-};
-
+// The layouts of the schedulers named (every one for automatic), in the order they are looked for.
 std::vector<JobPattern> builtin_patterns(Scheduler scheduler, const std::string& slurm_node) {
   std::vector<JobPattern> patterns;
+  auto append = [&](std::vector<JobPattern> more) {
+    patterns.insert(patterns.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  };
   bool any = scheduler == Scheduler::automatic;
-  if (any || scheduler == Scheduler::slurm) {
-    std::string suffixed = slurm_node.empty() ? "slurm_*" : "slurm_" + slurm_node;
-    std::string scope = slurm_node.empty() ? "*_slurmstepd.scope" : slurm_node + "_slurmstepd.scope";
-    std::regex job(R"(job_(\d+))");
-    patterns.push_back({{"slurm", "uid_*"}, job});  // cgroup v1
-    patterns.push_back({{suffixed, "uid_*"}, job});  // v1, multiple slurmd
-    patterns.push_back({{"system.slice", "slurmstepd.scope"}, job});  // v2
-    patterns.push_back({{"system.slice", scope}, job});  // v2, multiple slurmd
-  }
-  if (any || scheduler == Scheduler::oar) patterns.push_back({{"oar"}, std::regex(R"(.+_(\d+))")});
-  if (any || scheduler == Scheduler::pbs) {
-    // "123.server", array elements "123[4].server": the id is the leading number.
-    std::regex job(R"((\d+)(\[\d*\])?(\..*)?)");
-    patterns.push_back({{"pbs_jobs.service", "jobid"}, job});
-    patterns.push_back({{"torque"}, job});
-  }
+  if (any || scheduler == Scheduler::slurm) append(slurm_patterns(slurm_node));
+  if (any || scheduler == Scheduler::oar) append(oar_patterns());
+  if (any || scheduler == Scheduler::pbs) append(pbs_patterns());
   return patterns;
 }
 
-bool parse_id(const std::string& text, std::uint64_t& id) { return parse_uint(text, id) && id != 0; }
+// The jobs of `pattern` in `hierarchy`: the parent globs level by level, then the job regex.
+void find_pattern_jobs(const CgroupHierarchy& hierarchy, const JobPattern& pattern, JobScan& scan) {
+  std::function<void(const std::string&, std::size_t)> walk = [&](const std::string& rel, std::size_t level) {
+    std::string dir = rel.empty() ? hierarchy.path : hierarchy.path + "/" + rel;
+    scan.watch(dir);
+    for (const auto& name : subdirectories(dir)) {
+      std::string child = rel.empty() ? name : rel + "/" + name;
+      if (level < pattern.parents.size()) {
+        if (::fnmatch(pattern.parents[level].c_str(), name.c_str(), FNM_PERIOD) == 0) walk(child, level + 1);
+        continue;
+      }
+      std::smatch match;
+      std::uint64_t id = 0;
+      if (std::regex_match(name, match, pattern.job) && parse_job_id(match[1].str(), id)) scan.add(hierarchy, child, name, id);
+    }
+  };
+  walk("", 0);
+}
 
 }  // namespace
 
@@ -173,34 +166,6 @@ const OptionTable& job_options() {
   return table;
 }
 
-// libstdc++ 12 reads a repeat count ({n,m}) or back-reference (\n) into a long without an
-// overflow check (undefined behaviour, found by fuzz/ini_fuzz): such numbers are refused here,
-// before std::regex sees them. Nine digits is far beyond any useful count.
-static void check_regex_numbers(const std::string& regex) {
-  bool in_braces = false;
-  for (std::size_t i = 0; i < regex.size(); ++i) {
-    char c = regex[i];
-    bool counted = false;
-    if (c == '\\' && i + 1 < regex.size()) {
-      counted = regex[i + 1] >= '0' && regex[i + 1] <= '9';
-      if (!counted) ++i;  // an escaped character: never a brace
-    } else if (c == '{') {
-      in_braces = true;
-      counted = true;
-    } else if (c == '}') {
-      in_braces = false;
-    } else if (c == ',') {
-      counted = in_braces;
-    }
-    if (!counted) continue;
-    std::size_t digits = 0;
-    while (i + 1 + digits < regex.size() && regex[i + 1 + digits] >= '0' && regex[i + 1 + digits] <= '9') ++digits;
-    if (digits > 9)
-      throw ConfigError(fmt::format("key 'regex': '{}' has a repeat count or back-reference of {} digits", regex, digits));
-    i += digits;
-  }
-}
-
 JobSettings job_settings(const Options& options) {
   JobSettings settings;
   const std::string& scheduler = options.get_text("scheduler");
@@ -214,15 +179,7 @@ JobSettings job_settings(const Options& options) {
   if (settings.scheduler == Scheduler::regex && settings.regex.empty())
     throw ConfigError("scheduler = regex needs the key 'regex' (a pattern with one capture group for the job id)");
   if (!settings.regex.empty()) {
-    check_regex_numbers(settings.regex);
-    try {
-      std::regex pattern(settings.regex);
-      if (pattern.mark_count() != 1)
-        throw ConfigError(fmt::format("key 'regex': '{}' has {} capture groups; it needs exactly one, the job id",
-                                      settings.regex, pattern.mark_count()));
-    } catch (const std::regex_error& error) {
-      throw ConfigError(fmt::format("key 'regex': '{}' is not a valid regex: {}", settings.regex, error.what()));
-    }
+    check_job_regex(settings.regex);
     if (settings.scheduler != Scheduler::regex)
       throw ConfigError("key 'regex' is only used with scheduler = regex");
   }
@@ -295,204 +252,6 @@ struct JobDirectory::Watcher {
   }
 };
 
-namespace {
-
-// Appends the pids of a cgroup.procs content: whitespace-separated numbers (one per line); the
-// first thing that is not one ends the list.
-void parse_procs(std::string_view text, std::vector<int>& pids) {
-  constexpr std::string_view kSpace = " \t\n";
-  for (auto begin = text.find_first_not_of(kSpace); begin != std::string_view::npos;
-       begin = text.find_first_not_of(kSpace)) {
-    text.remove_prefix(begin);
-    auto field = text.substr(0, text.find_first_of(kSpace));
-    text.remove_prefix(field.size());
-    std::uint64_t pid = 0;
-    if (!parse_uint(field, pid)) break;
-    pids.push_back(static_cast<int>(pid));
-  }
-}
-
-bool on_cgroup2(const std::string& path) {
-  struct statfs info {};
-  return ::statfs(path.c_str(), &info) == 0 && static_cast<unsigned long>(info.f_type) == CGROUP2_SUPER_MAGIC;
-}
-
-// Appends the pids listed in the cgroup.procs file at `path` (nothing when it is gone).
-void read_procs(const std::string& path, std::vector<int>& pids, std::string& buffer) {
-  Fd procs(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (procs.get() < 0) return;
-  // A read error: the cgroup went away meanwhile, and what was read counts.
-  if (pread_whole(procs.get(), buffer, false) != 0) buffer.clear();
-  parse_procs(buffer, pids);
-}
-
-}  // namespace
-
-// A held directory's watch (CgroupEntryWatch), given back when its node lets it go.
-class HeldWatch {
- public:
-  HeldWatch() = default;
-  HeldWatch(HeldWatch&& other) noexcept
-      : watches_(other.watches_), watch_(std::exchange(other.watch_, -1)), overflows_seen_(other.overflows_seen_) {}
-  HeldWatch& operator=(HeldWatch&& other) noexcept {
-    if (this != &other) {
-      reset();
-      watches_ = other.watches_;
-      watch_ = std::exchange(other.watch_, -1);
-      overflows_seen_ = other.overflows_seen_;
-    }
-    return *this;
-  }
-  ~HeldWatch() { reset(); }
-
-  // Watches `path` (nothing without `watches`, or when inotify refuses).
-  void start(CgroupEntryWatch* watches, const std::string& path) {
-    reset();
-    watches_ = watches;
-    if (!watches_) return;
-    watch_ = watches_->add(path);
-    overflows_seen_ = watches_->overflows();
-  }
-  // True when the watch runs and reported no change since the last time it was asked.
-  bool unchanged() { return watch_ >= 0 && !watches_->take_change(watch_, overflows_seen_); }
-  void reset() {
-    if (watches_) watches_->remove(watch_);
-    watch_ = -1;
-  }
-
- private:
-  CgroupEntryWatch* watches_ = nullptr;
-  int watch_ = -1;
-  std::uint64_t overflows_seen_ = 0;
-};
-
-// How a walk reads a cgroup tree: `hold` its directories and cgroup.procs open (cgroup v2),
-// `watches` (optional, with hold) to learn which directories changed.
-struct CgroupWalk {
-  bool hold = false;
-  CgroupEntryWatch* watches = nullptr;
-  std::string buffer;
-};
-
-// A cgroup directory and the subdirectories it had when last listed. Listing a cgroup means
-// reading its dozens of control files' names, and several per-job sensors ask for every job's
-// processes every round: a directory is listed again only when its link count (2 +
-// subdirectories on cgroupfs, tmpfs and ext4) changed or one of its children went.
-struct CgroupTreeNode {
-  explicit CgroupTreeNode(std::string directory) : path(std::move(directory)) {}
-
-  std::string path;
-  nlink_t links = 0;  // at the last listing; 0: list it (never listed, or a count the file system does not keep)
-  std::vector<CgroupTreeNode> children;
-  // On cgroup v2, the directory and its cgroup.procs stay open while the FdBudget allows: a
-  // round costs a pread per cgroup (and an fstat when inotify is not at hand) instead of two
-  // path lookups, an open and a close. (cgroup v1 answers a held cgroup.procs read again from 0
-  // with the list it made before, for as long as that list is cached: there it is opened each
-  // time.)
-  HeldFd dir, procs;
-  // The held directory's watch: while it reports nothing, the link count is the one known.
-  HeldWatch watch;
-
-  // Appends the pids of this directory and its descendants; false when it is gone.
-  bool collect(std::vector<int>& pids, CgroupWalk& walk) {
-    nlink_t nlink = 0;
-    if (!read_self(pids, walk, nlink)) return false;
-    if (nlink == 2) {  // a leaf, as most job directories are
-      children.clear();
-      links = 2;
-      return true;
-    }
-    const bool listed = links == 0 || nlink != links;
-    if (listed) list(nlink);
-    bool all_there = true;
-    for (auto& child : children) all_there = child.collect(pids, walk) && all_there;
-    if (!all_there && !listed) {
-      // A child went, maybe as another came (the same count): list again and read the new ones
-      // (a pid read twice is dropped by the caller).
-      list(nlink);
-      for (auto& child : children) child.collect(pids, walk);
-    }
-    return true;
-  }
-
-  // Appends the pids this directory lists and gives its link count; false when it is gone.
-  bool read_self(std::vector<int>& pids, CgroupWalk& walk, nlink_t& nlink) {
-    struct stat info;
-    if (procs) {
-      // No change reported by the watch: the count known, and a read that fails if it went.
-      if (links >= 2 && watch.unchanged()) {
-        if (pread_whole(procs.get(), walk.buffer, false) == 0) {
-          nlink = links;
-          parse_procs(walk.buffer, pids);
-          return true;
-        }
-      } else if (::fstat(dir.get(), &info) == 0 && info.st_nlink != 0 &&  // a removed directory has no links
-                 pread_whole(procs.get(), walk.buffer, false) == 0) {   // a removed cgroup fails the read (ENODEV)
-        nlink = info.st_nlink;
-        parse_procs(walk.buffer, pids);
-        return true;
-      }
-      watch.reset();
-      dir.reset();  // gone, or gone and made again: looked up by its path below
-      procs.reset();
-    }
-    if (::stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return false;
-    nlink = info.st_nlink;
-    if (walk.hold) {
-      watch.start(walk.watches, path);  // first: a child that comes after the count below is reported
-      if (dir.open_at(AT_FDCWD, path.c_str(), O_RDONLY | O_DIRECTORY) == 0 &&
-          procs.open_at(dir.get(), "cgroup.procs", O_RDONLY) == 0 && ::fstat(dir.get(), &info) == 0 &&
-          pread_whole(procs.get(), walk.buffer, false) == 0) {
-        nlink = info.st_nlink;
-        parse_procs(walk.buffer, pids);
-        return true;
-      }
-      watch.reset();
-    }
-    dir.reset();  // no budget left, not a cgroup, or not a cgroup file system: read it once
-    procs.reset();
-    read_procs(path + "/cgroup.procs", pids, walk.buffer);
-    return true;
-  }
-
-  // The subdirectories now; those known before keep what is known of them.
-  void list(nlink_t links_now) {
-    std::vector<CgroupTreeNode> now;
-    if (DIR* dir = ::opendir(path.c_str())) {
-      while (const dirent* entry = ::readdir(dir)) {
-        const char* name = entry->d_name;
-        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
-        if (entry->d_type != DT_DIR) {  // a link to a directory counts, as for every other lookup here
-          struct stat info;
-          if ((entry->d_type != DT_UNKNOWN && entry->d_type != DT_LNK) ||
-              ::fstatat(::dirfd(dir), name, &info, 0) != 0 || !S_ISDIR(info.st_mode))
-            continue;
-        }
-        std::string child_path = path + "/" + name;
-        auto known = std::find_if(children.begin(), children.end(),
-                                  [&](const CgroupTreeNode& child) { return child.path == child_path; });
-        if (known != children.end())
-          now.push_back(std::move(*known));
-        else
-          now.emplace_back(std::move(child_path));
-      }
-      ::closedir(dir);
-    }
-    children = std::move(now);
-    links = links_now >= 2 ? links_now : 0;
-  }
-};
-
-struct JobDirectory::ProcessListing {
-  explicit ProcessListing(std::string directory) : tree(std::move(directory)), hold(on_cgroup2(tree.path)) {}
-
-  CgroupTreeNode tree;
-  bool hold;  // cgroup v2: its descriptors are kept open
-  std::int64_t at_ns = 0;
-  bool listed = false;
-  std::vector<int> pids;
-};
-
 JobDirectory::JobDirectory(const Roots& roots)
     : proc_root_(roots.proc), sys_root_(roots.sys), watcher_(std::make_unique<Watcher>()) {}
 
@@ -544,7 +303,9 @@ void JobDirectory::rescan_locked() {
   }
   std::map<std::uint64_t, JobCgroup> found;
   std::vector<std::pair<std::string, std::uint64_t>> relative;  // path in its hierarchy -> job
-  auto add = [&](const Hierarchy& hierarchy, const std::string& rel, const std::string& name, std::uint64_t id) {
+  JobScan scan;
+  scan.watch = [&](const std::string& dir) { watcher_->watch(dir); };
+  scan.add = [&](const CgroupHierarchy& hierarchy, const std::string& rel, const std::string& name, std::uint64_t id) {
     JobCgroup& job = found[id];
     job.id = id;
     if (job.name.empty()) job.name = name;
@@ -569,41 +330,10 @@ void JobDirectory::rescan_locked() {
       if (!seen_hierarchies.insert(hierarchy.path).second) continue;
       described.push_back(hierarchy.name.empty() ? hierarchy.path + " (v2)" : hierarchy.path);
       if (user_regex) {
-        // Depth-first, parents before children: the shallowest match is the job's directory.
-        std::function<void(const std::string&, int)> walk = [&](const std::string& rel, int depth) {
-          std::string dir = rel.empty() ? hierarchy.path : hierarchy.path + "/" + rel;
-          watcher_->watch(dir);
-          for (const auto& name : subdirectories(dir)) {
-            std::string child = rel.empty() ? name : rel + "/" + name;
-            std::smatch match;
-            std::uint64_t id = 0;
-            if (std::regex_search(child, match, *user_regex) && parse_id(match[1].str(), id)) {
-              add(hierarchy, child, name, id);
-            } else if (depth + 1 < settings_.regex_max_depth) {
-              walk(child, depth + 1);
-            }
-          }
-        };
-        walk("", 0);
+        find_regex_jobs(hierarchy, *user_regex, settings_.regex_max_depth, scan);
         continue;
       }
-      for (const auto& pattern : patterns) {
-        std::function<void(const std::string&, std::size_t)> walk = [&](const std::string& rel, std::size_t level) {
-          std::string dir = rel.empty() ? hierarchy.path : hierarchy.path + "/" + rel;
-          watcher_->watch(dir);
-          for (const auto& name : subdirectories(dir)) {
-            std::string child = rel.empty() ? name : rel + "/" + name;
-            if (level < pattern.parents.size()) {
-              if (::fnmatch(pattern.parents[level].c_str(), name.c_str(), FNM_PERIOD) == 0) walk(child, level + 1);
-              continue;
-            }
-            std::smatch match;
-            std::uint64_t id = 0;
-            if (std::regex_match(name, match, pattern.job) && parse_id(match[1].str(), id)) add(hierarchy, child, name, id);
-          }
-        };
-        walk("", 0);
-      }
+      for (const auto& pattern : patterns) find_pattern_jobs(hierarchy, pattern, scan);
     }
   }
 
@@ -620,73 +350,6 @@ void JobDirectory::rescan_locked() {
   last_scan_ns_ = steady_ns();
   description_ = described.empty() ? fmt::format("no cgroup hierarchy under {}", fmt::join(roots, ", "))
                                    : fmt::format("{}", fmt::join(described, ", "));
-}
-
-namespace {
-
-std::vector<int> sorted_unique(std::vector<int> pids) {
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  return pids;
-}
-
-}  // namespace
-
-std::vector<int> JobDirectory::pids(const JobCgroup& job) {
-  std::vector<int> pids;
-  CgroupTreeNode tree(job.any_dir());
-  CgroupWalk walk;
-  if (!tree.path.empty()) tree.collect(pids, walk);
-  return sorted_unique(std::move(pids));
-}
-
-std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_ns) {
-  std::string dir = job.any_dir();
-  if (dir.empty()) return {};
-  std::shared_ptr<const JobSnapshot> current;
-  {
-    std::lock_guard lock(mutex_);  // the snapshot the caller got: no new look for changes
-    current = snapshot_;
-  }
-  std::lock_guard lock(processes_mutex_);
-  if (current && current != listings_of_) {  // forget the jobs that ended
-    for (auto it = listings_.begin(); it != listings_.end();) {
-      const bool running = std::any_of(current->jobs.begin(), current->jobs.end(),
-                                       [&](const JobCgroup& each) { return each.any_dir() == it->first; });
-      it = running ? std::next(it) : listings_.erase(it);
-    }
-    listings_of_ = current;
-  }
-  // The sensors reading at one instant each ask for every job, at about the same time on their
-  // own threads: the first lists them all, so that the others find them listed rather than
-  // waiting for one another job after job (perf: futex waits and wake-ups were a tenth of
-  // lagent's CPU with 50 jobs).
-  if (current && listed_all_at_ns_ != at_ns) {
-    listed_all_at_ns_ = at_ns;
-    for (const auto& each : current->jobs)
-      if (std::string each_dir = each.any_dir(); !each_dir.empty()) list_locked(each_dir, at_ns);
-  }
-  return list_locked(dir, at_ns);
-}
-
-const std::vector<int>& JobDirectory::list_locked(const std::string& dir, std::int64_t at_ns) {
-  auto& listing = listings_[dir];
-  if (!listing) listing = std::make_unique<ProcessListing>(dir);
-  if (listing->listed && listing->at_ns == at_ns) return listing->pids;
-  std::vector<int> pids;
-  if (!walk_) walk_ = std::make_unique<CgroupWalk>();
-  walk_->hold = listing->hold;
-  if (listing->hold && !entry_watch_) entry_watch_ = std::make_unique<CgroupEntryWatch>();
-  walk_->watches = listing->hold ? entry_watch_.get() : nullptr;
-  if (walk_->watches && drained_at_ns_ != at_ns) {  // once per instant: what came and went since
-    walk_->watches->drain();
-    drained_at_ns_ = at_ns;
-  }
-  listing->tree.collect(pids, *walk_);
-  listing->pids = sorted_unique(std::move(pids));
-  listing->at_ns = at_ns;
-  listing->listed = true;
-  return listing->pids;
 }
 
 std::uint64_t JobDirectory::job_of_pid(int pid) {

@@ -67,7 +67,7 @@ struct JobSnapshot {
 };
 
 class CgroupEntryWatch;  // cgroup_entry_watch.h
-struct CgroupWalk;
+struct CgroupWalk;       // cgroup_process_tree.h
 
 class JobDirectory {
  public:
