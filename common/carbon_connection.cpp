@@ -37,10 +37,7 @@ void CarbonConnection::open() {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* addresses = nullptr;
   const std::string service = std::to_string(port_);
-  int status = ::getaddrinfo(host_.c_str(), service.c_str(), &hints, &addresses);
-  if (status != 0 && is_localhost_name(host_))
-    status = ::getaddrinfo(kLocalhostFallback, service.c_str(), &hints, &addresses);
-  if (status != 0) {
+  if (int status = getaddrinfo_localhost_aware(host_.c_str(), service.c_str(), &hints, &addresses); status != 0) {
     std::string reason = status == EAI_SYSTEM ? errno_text(errno) : ::gai_strerror(status);
     throw std::runtime_error(fmt::format("cannot resolve {}: {}", host_, reason));
   }

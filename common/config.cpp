@@ -210,10 +210,7 @@ Options defaults_of(const OptionTable& table) {
 // (its sample files write `maxBytes`, which configparser reads as `maxbytes`).
 const OptionSpec* find_spec(const OptionTable& table, const std::string& name) {
   for (const auto& spec : table)
-    if (spec.name.size() == name.size() &&
-        std::equal(spec.name.begin(), spec.name.end(), name.begin(),
-                   [](char a, char b) { return ::tolower(a) == ::tolower(b); }))
-      return &spec;
+    if (equal_ignoring_case(spec.name, name)) return &spec;
   return nullptr;
 }
 
@@ -316,6 +313,12 @@ Options parse_pairs(const OptionTable& table, const std::vector<std::string>& pa
     if (spec.required && !options.is_set(spec.name))
       throw ConfigError(fmt::format("{}: missing required key '{}'", origin, spec.name));
   return options;
+}
+
+bool equal_ignoring_case(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 std::string closest_name(std::string_view unknown, const std::vector<std::string>& known) {

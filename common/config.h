@@ -120,6 +120,10 @@ Options parse_pairs(const OptionTable& table, const std::vector<std::string>& pa
 // Parses one value of the given type; throws std::invalid_argument with a short reason.
 Options::Value parse_value(const OptionSpec& spec, const std::string& text);
 
+// ASCII case-insensitive equality: FrUCToSA's configparser matched keys so, and lmaster and lagent
+// match [Graphite] so.
+bool equal_ignoring_case(std::string_view a, std::string_view b);
+
 // The name of `known` that `unknown` was probably meant to be, or "" when none is close: a
 // case-insensitive edit distance (insert, delete, replace, swap) of at most a third of the
 // name, or a known name that has `unknown` as one of its words (`port` -> `incoming data

@@ -25,6 +25,14 @@ inline bool is_localhost_name(std::string_view name) {
   return same && (name.size() == kLocalhost.size() || name[name.size() - kLocalhost.size() - 1] == '.');
 }
 
+// getaddrinfo(3), but a localhost name the resolver does not know resolves as the loopback.
+inline int getaddrinfo_localhost_aware(const char* host, const char* service, const addrinfo* hints,
+                                       addrinfo** found) {
+  int status = ::getaddrinfo(host, service, hints, found);
+  if (status != 0 && is_localhost_name(host)) status = ::getaddrinfo(kLocalhostFallback, service, hints, found);
+  return status;
+}
+
 // `host` for a library that resolves names itself (ZeroMQ's connect): a localhost name the
 // resolver does not know becomes the loopback address; every other host stays as it is.
 inline std::string with_localhost_fallback(const std::string& host) {

@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
-
 #include "carbon_link.h"
 #include "curve.h"
 #include "daemon.h"
@@ -164,14 +161,6 @@ std::string unknown_sensor_message(const IniFile& file, const IniSection& sectio
                      did_you_mean(sensor, names));
 }
 
-// [Graphite], matched case-insensitively as lmaster does (FrUCToSA wrote [Graphite]).
-bool is_graphite_section(std::string_view name) {
-  constexpr std::string_view kGraphite = "graphite";
-  return name.size() == kGraphite.size() && std::equal(name.begin(), name.end(), kGraphite.begin(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == b;
-         });
-}
-
 }  // namespace
 
 AgentConfig load_agent_config(const std::string& path) {
@@ -181,7 +170,7 @@ AgentConfig load_agent_config(const std::string& path) {
   for (const auto& section : file.sections()) {
     const std::string& name = section.name;
     if (name == "lmaster" || name == "lagent" || name == "logging" || name == "jobs") continue;
-    if (is_graphite_section(name)) {
+    if (equal_ignoring_case(name, "Graphite")) {  // as lmaster matches it
       // FrUCToSA 0.3's agents sent to carbon themselves: so does lagent, unless an lmaster is named.
       if (file.find("lmaster"))
         config.warnings.push_back(fmt::format("{}: ignored: lagent sends to the lmaster of [lmaster]; [Graphite] "

@@ -51,14 +51,8 @@ const OutputKind kOutputKinds[] = {
 };
 
 const OutputKind* find_output_kind(std::string_view section) {
-  for (const auto& kind : kOutputKinds) {
-    if (kind.section.size() != section.size()) continue;
-    bool same = true;
-    for (std::size_t i = 0; i < section.size() && same; ++i)
-      same = std::tolower(static_cast<unsigned char>(kind.section[i])) ==
-             std::tolower(static_cast<unsigned char>(section[i]));
-    if (same) return &kind;
-  }
+  for (const auto& kind : kOutputKinds)
+    if (equal_ignoring_case(kind.section, section)) return &kind;
   return nullptr;
 }
 
@@ -177,9 +171,8 @@ std::vector<std::string> listen_addresses(const std::string& host) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (error != 0 && is_localhost_name(host)) error = ::getaddrinfo(kLocalhostFallback, nullptr, &hints, &found);
-  if (error != 0) throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(error)));
+  if (int error = getaddrinfo_localhost_aware(host.c_str(), nullptr, &hints, &found); error != 0)
+    throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(error)));
   std::vector<std::string> addresses;
   for (auto* entry = found; entry; entry = entry->ai_next) {
     char text[INET6_ADDRSTRLEN] = {};
@@ -196,6 +189,10 @@ std::vector<std::string> listen_addresses(const std::string& host) {
   ::freeaddrinfo(found);
   if (addresses.empty()) throw std::runtime_error(fmt::format("'{}' resolves to no IPv4 or IPv6 address", host));
   return addresses;
+}
+
+std::string control_endpoint(const MasterConfig& config) {
+  return "ipc://" + (std::filesystem::path(config.data_dir) / "lmaster.ctl").string();
 }
 
 MasterConfig load_master_config(const std::string& path) {
