@@ -25,9 +25,6 @@
 
 namespace fructosa::master {
 
-// ipc://<data_dir>/lmaster.ctl, where `lmaster ctl` reaches the running master.
-std::string control_endpoint(const MasterConfig& config);
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -568,45 +565,6 @@ class Master {
 };
 
 }  // namespace
-
-std::vector<std::string> check_master_config(const std::string& config_path) {
-  return load_master_config(config_path).warnings;
-}
-
-std::string control_endpoint(const MasterConfig& config) {
-  return "ipc://" + (std::filesystem::path(config.data_dir) / "lmaster.ctl").string();
-}
-
-int control(const std::string& config_path, const std::string& request, std::ostream& out) {
-  MasterConfig config = load_master_config(config_path);
-  zmq::context_t context(1);
-  zmq::socket_t socket(context, zmq::socket_type::req);
-  socket.set(zmq::sockopt::linger, 0);
-  socket.set(zmq::sockopt::rcvtimeo, 5000);
-  socket.connect(control_endpoint(config));
-  socket.send(zmq::buffer(request), zmq::send_flags::none);
-  zmq::message_t reply;
-  if (!socket.recv(reply)) {
-    out << "lmaster ctl: no answer from " << control_endpoint(config) << " within 5 s (is lmaster running?)\n";
-    return 1;
-  }
-  auto answer = nlohmann::json::parse(reply.to_string_view(), nullptr, false);
-  if (answer.is_discarded() || !answer.value("ok", false)) {
-    out << "lmaster ctl: refused: " << (answer.is_discarded() ? "?" : answer.value("error", "?")) << "\n";
-    return 1;
-  }
-  out << "asked: " << fmt::format("{}", fmt::join(answer["asked"].get<std::vector<std::string>>(), ", ")) << "\n";
-  auto missing = answer["not_connected"].get<std::vector<std::string>>();
-  if (!missing.empty()) out << "not connected: " << fmt::format("{}", fmt::join(missing, ", ")) << "\n";
-  return missing.empty() && !answer["asked"].empty() ? 0 : 1;
-}
-
-void print_status(const std::string& config_path, std::ostream& out) {
-  MasterConfig config = load_master_config(config_path);
-  std::string path = (std::filesystem::path(config.data_dir) / "agents.json").string();
-  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
-  if (!print_agent_table(path, out, now.count())) out << "no agent table yet (" << path << ")\n";
-}
 
 int run_master(const std::string& config_path, bool foreground, const std::function<void()>& ready) {
   MasterConfig config = load_master_config(config_path);

@@ -48,6 +48,9 @@ const OptionTable& output_common_options();
 // FrUCToSA's lmaster listened on it. Throws std::runtime_error when the name does not resolve.
 std::vector<std::string> listen_addresses(const std::string& host);
 
+// ipc://<data_dir>/lmaster.ctl, where `lmaster ctl` reaches the running master.
+std::string control_endpoint(const MasterConfig& config);
+
 // Throws ConfigError naming file, line, section and key.
 MasterConfig load_master_config(const std::string& path);
 
