@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -50,22 +51,32 @@ std::vector<int> sorted_unique(std::vector<int> pids) {
 
 }  // namespace
 
+bool CgroupWalk::is_scheduler_cgroup(const std::string& path) const {
+  if (!scheduler_cgroups || scheduler_cgroups->empty() || path.compare(0, root.size(), root) != 0) return false;
+  std::string relative = path.size() > root.size() ? path.substr(root.size() + 1) : std::string();
+  return std::any_of(scheduler_cgroups->begin(), scheduler_cgroups->end(), [&](const std::string& glob) {
+    return ::fnmatch(glob.c_str(), relative.c_str(), FNM_PATHNAME | FNM_PERIOD) == 0;
+  });
+}
+
 bool CgroupTreeNode::collect(std::vector<int>& pids, CgroupWalk& walk) {
   nlink_t nlink = 0;
+  const std::size_t before = pids.size();
   if (!read_self(pids, walk, nlink)) return false;
+  if (scheduler_cgroup) pids.resize(before);
   if (nlink == 2) {  // a leaf, as most job directories are
     children.clear();
     links = 2;
     return true;
   }
   const bool listed = links == 0 || nlink != links;
-  if (listed) list(nlink);
+  if (listed) list(nlink, walk);
   bool all_there = true;
   for (auto& child : children) all_there = child.collect(pids, walk) && all_there;
   if (!all_there && !listed) {
     // A child went, maybe as another came (the same count): list again and read the new ones
     // (a pid read twice is dropped by the caller).
-    list(nlink);
+    list(nlink, walk);
     for (auto& child : children) child.collect(pids, walk);
   }
   return true;
@@ -110,7 +121,7 @@ bool CgroupTreeNode::read_self(std::vector<int>& pids, CgroupWalk& walk, nlink_t
   return true;
 }
 
-void CgroupTreeNode::list(nlink_t links_now) {
+void CgroupTreeNode::list(nlink_t links_now, const CgroupWalk& walk) {
   std::vector<CgroupTreeNode> now;
   if (DIR* dir = ::opendir(path.c_str())) {
     while (const dirent* entry = ::readdir(dir)) {
@@ -125,10 +136,12 @@ void CgroupTreeNode::list(nlink_t links_now) {
       std::string child_path = path + "/" + name;
       auto known = std::find_if(children.begin(), children.end(),
                                 [&](const CgroupTreeNode& child) { return child.path == child_path; });
-      if (known != children.end())
+      if (known != children.end()) {
         now.push_back(std::move(*known));
-      else
-        now.emplace_back(std::move(child_path));
+      } else {
+        bool scheduler_cgroup = walk.is_scheduler_cgroup(child_path);
+        now.emplace_back(std::move(child_path)).scheduler_cgroup = scheduler_cgroup;
+      }
     }
     ::closedir(dir);
   }
@@ -136,20 +149,23 @@ void CgroupTreeNode::list(nlink_t links_now) {
   links = links_now >= 2 ? links_now : 0;
 }
 
-JobDirectory::ProcessListing::ProcessListing(std::string directory)
-    : tree(std::move(directory)), hold(on_cgroup2(tree.path)) {}
+JobDirectory::ProcessListing::ProcessListing(const JobCgroup& job)
+    : tree(job.process_dir()), scheduler_cgroups(job.scheduler_cgroups), hold(on_cgroup2(tree.path)) {
+  tree.scheduler_cgroup = std::find(scheduler_cgroups.begin(), scheduler_cgroups.end(), "") != scheduler_cgroups.end();
+}
 
 std::vector<int> JobDirectory::pids(const JobCgroup& job) {
   std::vector<int> pids;
-  CgroupTreeNode tree(job.any_dir());
+  ProcessListing listing(job);
   CgroupWalk walk;
-  if (!tree.path.empty()) tree.collect(pids, walk);
+  walk.scheduler_cgroups = &listing.scheduler_cgroups;
+  walk.root = listing.tree.path;
+  if (!listing.tree.path.empty()) listing.tree.collect(pids, walk);
   return sorted_unique(std::move(pids));
 }
 
 std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_ns) {
-  std::string dir = job.any_dir();
-  if (dir.empty()) return {};
+  if (job.process_dir().empty()) return {};
   std::shared_ptr<const JobSnapshot> current;
   {
     std::lock_guard lock(mutex_);  // the snapshot the caller got: no new look for changes
@@ -159,7 +175,7 @@ std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_n
   if (current && current != listings_of_) {  // forget the jobs that ended
     for (auto it = listings_.begin(); it != listings_.end();) {
       const bool running = std::any_of(current->jobs.begin(), current->jobs.end(),
-                                       [&](const JobCgroup& each) { return each.any_dir() == it->first; });
+                                       [&](const JobCgroup& each) { return each.process_dir() == it->first; });
       it = running ? std::next(it) : listings_.erase(it);
     }
     listings_of_ = current;
@@ -171,14 +187,14 @@ std::vector<int> JobDirectory::processes(const JobCgroup& job, std::int64_t at_n
   if (current && listed_all_at_ns_ != at_ns) {
     listed_all_at_ns_ = at_ns;
     for (const auto& each : current->jobs)
-      if (std::string each_dir = each.any_dir(); !each_dir.empty()) list_locked(each_dir, at_ns);
+      if (!each.process_dir().empty()) list_locked(each, at_ns);
   }
-  return list_locked(dir, at_ns);
+  return list_locked(job, at_ns);
 }
 
-const std::vector<int>& JobDirectory::list_locked(const std::string& dir, std::int64_t at_ns) {
-  auto& listing = listings_[dir];
-  if (!listing) listing = std::make_unique<ProcessListing>(dir);
+const std::vector<int>& JobDirectory::list_locked(const JobCgroup& job, std::int64_t at_ns) {
+  auto& listing = listings_[job.process_dir()];
+  if (!listing) listing = std::make_unique<ProcessListing>(job);
   if (listing->listed && listing->at_ns == at_ns) return listing->pids;
   std::vector<int> pids;
   if (!walk_) walk_ = std::make_unique<CgroupWalk>();
@@ -189,6 +205,8 @@ const std::vector<int>& JobDirectory::list_locked(const std::string& dir, std::i
     walk_->watches->drain();
     drained_at_ns_ = at_ns;
   }
+  walk_->scheduler_cgroups = &listing->scheduler_cgroups;
+  walk_->root = listing->tree.path;
   listing->tree.collect(pids, *walk_);
   listing->pids = sorted_unique(std::move(pids));
   listing->at_ns = at_ns;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,11 @@ struct CgroupWalk {
   bool hold = false;
   CgroupEntryWatch* watches = nullptr;
   std::string buffer;
+  // The walked job's JobCgroup::scheduler_cgroups, matched against paths relative to `root`,
+  // for the nodes a listing adds.
+  const std::vector<std::string>* scheduler_cgroups = nullptr;
+  std::string_view root;
+  bool is_scheduler_cgroup(const std::string& path) const;
 };
 
 // A cgroup directory and the subdirectories it had when last listed. Listing a cgroup means
@@ -69,6 +75,7 @@ struct CgroupTreeNode {
   explicit CgroupTreeNode(std::string directory) : path(std::move(directory)) {}
 
   std::string path;
+  bool scheduler_cgroup = false;  // its own processes are the scheduler's: not listed
   nlink_t links = 0;  // at the last listing; 0: list it (never listed, or a count the file system does not keep)
   std::vector<CgroupTreeNode> children;
   // On cgroup v2, the directory and its cgroup.procs stay open while the FdBudget allows: a
@@ -85,13 +92,14 @@ struct CgroupTreeNode {
   // Appends the pids this directory lists and gives its link count; false when it is gone.
   bool read_self(std::vector<int>& pids, CgroupWalk& walk, nlink_t& nlink);
   // The subdirectories now; those known before keep what is known of them.
-  void list(nlink_t links_now);
+  void list(nlink_t links_now, const CgroupWalk& walk);
 };
 
 struct JobDirectory::ProcessListing {
-  explicit ProcessListing(std::string directory);
+  explicit ProcessListing(const JobCgroup& job);
 
   CgroupTreeNode tree;
+  std::vector<std::string> scheduler_cgroups;
   bool hold;  // cgroup v2: its descriptors are kept open
   std::int64_t at_ns = 0;
   bool listed = false;

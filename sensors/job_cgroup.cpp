@@ -3,7 +3,12 @@
 //
 // Per job (sample attributed to the job id):
 //   cpu.usage/.user/.system  v2 cpu.stat usage_usec, user_usec, system_usec;
-//                            v1 cpuacct.usage (ns) and cpuacct.stat user/system (USER_HZ ticks)
+//                            v1 cpuacct.usage (ns) and cpuacct.stat user/system (USER_HZ ticks);
+//                            v1 without a cpuacct directory for the job (Slurm with
+//                            jobacct_gather/linux): summed from its processes' /proc/<pid>/stat
+//                            (job_process_cpu.h). The label cpu_source says which: "cgroup" or
+//                            "processes"; the log says once per job why and how to get the
+//                            cgroup's figure.
 //   memory.current/.peak     v2 memory.current, memory.peak (kernel >= 5.19; left out before);
 //                            v1 memory.usage_in_bytes, memory.max_usage_in_bytes
 //   io.read_bytes/.write_bytes/.reads/.writes
@@ -11,15 +16,18 @@
 //                            v1 blkio.throttle.io_service_bytes(_recursive) and io_serviced
 //   tasks                    processes in the job's cgroup and below
 // The node sample has `jobs`, the number of jobs running. A file the job's cgroup lacks (a
-// controller not enabled for it) leaves that metric out; a job that ended during the reading
-// is left out of the round. A job's files stay open while it runs (HeldFiles: one pread each
+// controller not enabled for it) leaves that metric out, and the log says so once per job; a
+// job that ended during the reading is left out of the round. A job's files stay open while it runs (HeldFiles: one pread each
 // per round instead of a path lookup, an open, reads and a close).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <string>
 
 #include "hwmon.h"
+#include "job_process_cpu.h"
 #include "jobs.h"
 #include "procfs.h"
 #include "sensor.h"
@@ -42,6 +50,35 @@ const Catalog kCatalog{
     {"io.writes", Unit::count, Kind::counter, "block device write operations"},
     {"tasks", Unit::count, Kind::gauge, "processes in the job's cgroup and its descendants"},
 };
+
+// Per job: its CPU from its processes when its cgroups account none, and whether the log said
+// what its cgroups lack.
+struct JobState {
+  ProcessCpuTime process_cpu;
+  bool told = false;
+};
+
+// Once per job: the keys its cgroups cannot give, why, and what gives them.
+void tell_what_is_missing(const JobCgroup& job, bool cpu_from_processes, bool have_memory, bool have_io) {
+  std::vector<std::string> notes;
+  if (cpu_from_processes)
+    notes.push_back(
+        "no cpuacct cgroup (Slurm makes none on cgroup v1 with JobAcctGatherType=jobacct_gather/linux): cpu.* "
+        "are summed from its processes' /proc/<pid>/stat (label cpu_source=processes; what a process uses "
+        "after its last reading is missed when it ends); JobAcctGatherType=jobacct_gather/cgroup gives the "
+        "cgroup's exact figure");
+  const bool v2 = !job.unified.empty();
+  if (!have_memory)
+    notes.push_back(fmt::format("{}: memory.* left out (JobProc's vm_rss sums its processes' resident memory)",
+                                v2 ? "no memory.current (the memory controller is not enabled for its cgroup)"
+                                   : "no memory cgroup"));
+  if (!have_io)
+    notes.push_back(fmt::format("{}: io.* left out (JobProc's read_bytes and write_bytes count its processes' "
+                                "storage I/O)",
+                                v2 ? "no io.stat (the io controller is not enabled for its cgroup)"
+                                   : "no blkio cgroup (Slurm makes none on cgroup v1)"));
+  if (!notes.empty()) spdlog::info("JobCgroup: job {} ({}): {}", job.id, job.process_dir(), fmt::join(notes, "; "));
+}
 
 std::optional<std::uint64_t> read_number(HeldFiles& files, const std::string& path) {
   auto text = files.read(path);
@@ -120,6 +157,7 @@ class JobCgroupSensor final : public Sensor {
     out.set("jobs", static_cast<double>(snapshot->jobs.size()));
     for (const auto& job : snapshot->jobs) read_job(job, out);
     files_.sweep();  // the files of jobs that ended
+    states_.retain(*snapshot);
     return true;
   }
 
@@ -135,14 +173,27 @@ class JobCgroupSensor final : public Sensor {
       if (value) values.push_back({key, *value});
     };
 
+    JobState& state = states_[job.id];
     std::string cpu = job.dir("cpuacct");
-    if (!cpu.empty() && cpu != job.unified) {
+    const bool cpu_from_processes = cpu.empty();  // v1 without cpuacct, and no v2 directory
+    std::optional<std::vector<int>> listed;  // the job's processes, when asked
+    auto processes = [&]() -> const std::vector<int>& {
+      if (!listed) listed = jobs_->processes(job, out.time_ns());
+      return *listed;
+    };
+    if (cpu_from_processes) {
+      state.process_cpu.update(jobs_->proc_root(), processes());
+      const CpuTicks& used = state.process_cpu.total();
+      put("cpu.usage", static_cast<double>(used.user + used.system) / ticks_per_second_);
+      put("cpu.user", static_cast<double>(used.user) / ticks_per_second_);
+      put("cpu.system", static_cast<double>(used.system) / ticks_per_second_);
+    } else if (cpu != job.unified) {
       put("cpu.usage", scaled(read_number(files_, cpu + "/cpuacct.usage"), 1e9));
       if (auto stat = files_.read(cpu + "/cpuacct.stat")) {
         put("cpu.user", scaled(keyed(*stat, "user"), ticks_per_second_));
         put("cpu.system", scaled(keyed(*stat, "system"), ticks_per_second_));
       }
-    } else if (!job.unified.empty()) {
+    } else {
       if (auto stat = files_.read(job.unified + "/cpu.stat")) {
         put("cpu.usage", scaled(keyed(*stat, "usage_usec"), 1e6));
         put("cpu.user", scaled(keyed(*stat, "user_usec"), 1e6));
@@ -150,6 +201,7 @@ class JobCgroupSensor final : public Sensor {
       }
     }
 
+    const std::size_t before_memory = values.size();
     std::string memory = job.dir("memory");
     if (!memory.empty() && memory != job.unified) {
       put("memory.current", scaled(read_number(files_, memory + "/memory.usage_in_bytes"), 1));
@@ -159,6 +211,7 @@ class JobCgroupSensor final : public Sensor {
       put("memory.peak", scaled(read_number(files_, job.unified + "/memory.peak"), 1));
     }
 
+    const bool have_memory = values.size() > before_memory;
     Io io;
     std::string blkio = job.dir("blkio");
     bool have_io = false;
@@ -180,14 +233,19 @@ class JobCgroupSensor final : public Sensor {
     if (!pids.empty()) tasks = read_number(files_, pids + "/pids.current");
     if (!tasks) {
       // Without the pids controller: count the processes listed in the job's cgroups.
-      auto listed = jobs_->processes(job, out.time_ns());
-      if (!listed.empty() || !values.empty()) tasks = listed.size();
+      if (!processes().empty() || values.size() > (cpu_from_processes ? 3 : 0)) tasks = processes().size();
     }
     put("tasks", scaled(tasks, 1));
 
-    if (values.empty()) return;  // ended, or nothing accounted
+    // Ended (its cgroups gone, no process left), or nothing accounted.
+    if (values.empty() || (cpu_from_processes && !tasks)) return;
+    if (!state.told) {
+      tell_what_is_missing(job, cpu_from_processes, have_memory, have_io);
+      state.told = true;
+    }
     out.begin_job(job.id);
     for (const auto& value : values) out.set(value.key, value.value);
+    out.label("cpu_source", cpu_from_processes ? "processes" : "cgroup");
   }
 
   // value / divisor (a division: 400000 us is 0.4 s, not 0.39999999999999997).
@@ -198,6 +256,7 @@ class JobCgroupSensor final : public Sensor {
 
   JobDirectory* jobs_;
   double ticks_per_second_;
+  PerJob<JobState> states_;
   HeldFiles files_;  // each job's files, open while the job runs
 };
 

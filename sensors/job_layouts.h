@@ -21,6 +21,9 @@ struct CgroupHierarchy {
 struct JobPattern {
   std::vector<std::string> parents;
   std::regex job;
+  // Globs relative to a job directory whose own processes are the scheduler's
+  // (JobCgroup::scheduler_cgroups).
+  std::vector<std::string> scheduler_cgroups = {};
 };
 
 // What a scan of one hierarchy reports to JobDirectory.
@@ -29,7 +32,7 @@ struct JobScan {
   std::function<void(const std::string& dir)> watch;
   // A job's directory: `rel` its path relative to `hierarchy`, `name` its own name.
   std::function<void(const CgroupHierarchy& hierarchy, const std::string& rel, const std::string& name,
-                     std::uint64_t id)>
+                     std::uint64_t id, const std::vector<std::string>& scheduler_cgroups)>
       add;
 };
 

@@ -115,7 +115,8 @@ void find_pattern_jobs(const CgroupHierarchy& hierarchy, const JobPattern& patte
       }
       std::smatch match;
       std::uint64_t id = 0;
-      if (std::regex_match(name, match, pattern.job) && parse_job_id(match[1].str(), id)) scan.add(hierarchy, child, name, id);
+      if (std::regex_match(name, match, pattern.job) && parse_job_id(match[1].str(), id))
+        scan.add(hierarchy, child, name, id, pattern.scheduler_cgroups);
     }
   };
   walk("", 0);
@@ -198,8 +199,10 @@ std::string JobCgroup::dir(std::string_view controller) const {
   return unified;
 }
 
-std::string JobCgroup::any_dir() const {
+std::string JobCgroup::process_dir() const {
   if (!unified.empty()) return unified;
+  for (const auto& [hierarchy, path] : v1)
+    if (hierarchy == "freezer") return path;
   return v1.empty() ? std::string() : v1.front().second;
 }
 
@@ -305,10 +308,14 @@ void JobDirectory::rescan_locked() {
   std::vector<std::pair<std::string, std::uint64_t>> relative;  // path in its hierarchy -> job
   JobScan scan;
   scan.watch = [&](const std::string& dir) { watcher_->watch(dir); };
-  scan.add = [&](const CgroupHierarchy& hierarchy, const std::string& rel, const std::string& name, std::uint64_t id) {
+  scan.add = [&](const CgroupHierarchy& hierarchy, const std::string& rel, const std::string& name, std::uint64_t id,
+                 const std::vector<std::string>& scheduler_cgroups) {
     JobCgroup& job = found[id];
     job.id = id;
-    if (job.name.empty()) job.name = name;
+    if (job.name.empty()) {
+      job.name = name;
+      job.scheduler_cgroups = scheduler_cgroups;
+    }
     std::string path = hierarchy.path + "/" + rel;
     if (hierarchy.name.empty()) {
       if (job.unified.empty()) job.unified = path;

@@ -56,8 +56,15 @@ struct JobCgroup {
   // "perf_event", "cpuset", "freezer"): the v1 hierarchy that has it, else the v2 directory,
   // else "".
   std::string dir(std::string_view controller) const;
-  // Any directory of the job (for listing its processes): v2 first, then v1.
-  std::string any_dir() const;
+  // Where the job's processes are listed from (cgroup.procs of this directory and every
+  // descendant): the v2 directory; on v1 the freezer hierarchy, in which Slurm's
+  // proctrack/cgroup holds every process of a job whatever controllers its accounting and
+  // task plugins enabled; else the first hierarchy found.
+  std::string process_dir() const;
+  // Directories under process_dir(), as globs relative to it ("" is process_dir() itself),
+  // whose own processes are the scheduler's rather than the job's: Slurm's slurmstepd sits in
+  // the v1 freezer job directory and in v2 step_*/slurm. Their subdirectories still count.
+  std::vector<std::string> scheduler_cgroups = {};
 };
 
 struct JobSnapshot {
@@ -129,7 +136,7 @@ class JobDirectory {
   std::shared_ptr<const JobSnapshot> listings_of_;  // the snapshot whose jobs listings_ keeps
   std::int64_t listed_all_at_ns_ = INT64_MIN;        // the instant every job was last listed for
   // The processes of the job in `dir` at `at_ns` (listed if not yet). Under processes_mutex_.
-  const std::vector<int>& list_locked(const std::string& dir, std::int64_t at_ns);
+  const std::vector<int>& list_locked(const JobCgroup& job, std::int64_t at_ns);
 };
 
 // Per-job state of a sensor (previous counters, open files): created on first use, dropped
