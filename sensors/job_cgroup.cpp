@@ -60,14 +60,15 @@ struct JobState {
 
 // Once per job: the keys its cgroups cannot give, why, and what gives them.
 void tell_what_is_missing(const JobCgroup& job, bool cpu_from_processes, bool have_memory, bool have_io) {
+  const bool slurm = job.scheduler == "slurm";
+  const bool v2 = !job.unified.empty();
   std::vector<std::string> notes;
   if (cpu_from_processes)
-    notes.push_back(
-        "no cpuacct cgroup (Slurm makes none on cgroup v1 with JobAcctGatherType=jobacct_gather/linux): cpu.* "
-        "are summed from its processes' /proc/<pid>/stat (label cpu_source=processes; what a process uses "
-        "after its last reading is missed when it ends); JobAcctGatherType=jobacct_gather/cgroup gives the "
-        "cgroup's exact figure");
-  const bool v2 = !job.unified.empty();
+    notes.push_back(fmt::format(
+        "no cpuacct cgroup{}: cpu.* are summed from its processes' /proc/<pid>/stat (label cpu_source=processes; "
+        "what a process uses after its last reading is missed when it ends){}",
+        slurm ? " (Slurm makes none on cgroup v1 with JobAcctGatherType=jobacct_gather/linux)" : "",
+        slurm ? "; JobAcctGatherType=jobacct_gather/cgroup gives the cgroup's exact figure" : ""));
   if (!have_memory)
     notes.push_back(fmt::format("{}: memory.* left out (JobProc's vm_rss sums its processes' resident memory)",
                                 v2 ? "no memory.current (the memory controller is not enabled for its cgroup)"
@@ -75,8 +76,9 @@ void tell_what_is_missing(const JobCgroup& job, bool cpu_from_processes, bool ha
   if (!have_io)
     notes.push_back(fmt::format("{}: io.* left out (JobProc's read_bytes and write_bytes count its processes' "
                                 "storage I/O)",
-                                v2 ? "no io.stat (the io controller is not enabled for its cgroup)"
-                                   : "no blkio cgroup (Slurm makes none on cgroup v1)"));
+                                v2      ? "no io.stat (the io controller is not enabled for its cgroup)"
+                                : slurm ? "no blkio cgroup (Slurm makes none on cgroup v1)"
+                                        : "no blkio cgroup"));
   if (!notes.empty()) spdlog::info("JobCgroup: job {} ({}): {}", job.id, job.process_dir(), fmt::join(notes, "; "));
 }
 

@@ -60,7 +60,7 @@ void find_regex_jobs(const CgroupHierarchy& hierarchy, const std::regex& regex, 
       std::smatch match;
       std::uint64_t id = 0;
       if (std::regex_search(child, match, regex) && parse_job_id(match[1].str(), id)) {
-        scan.add(hierarchy, child, name, id, {});
+        scan.add(hierarchy, child, name, id, nullptr);
       } else if (depth + 1 < max_depth) {
         walk(child, depth + 1);
       }

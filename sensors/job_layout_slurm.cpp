@@ -15,10 +15,10 @@ std::vector<JobPattern> slurm_patterns(const std::string& slurm_node) {
   std::string scope = slurm_node.empty() ? "*_slurmstepd.scope" : slurm_node + "_slurmstepd.scope";
   std::regex job(R"(job_(\d+))");
   const std::vector<std::string> v1_steward{""}, v2_steward{"step_*/slurm"};
-  patterns.push_back({{"slurm", "uid_*"}, job, v1_steward});  // cgroup v1
-  patterns.push_back({{suffixed, "uid_*"}, job, v1_steward});  // v1, multiple slurmd
-  patterns.push_back({{"system.slice", "slurmstepd.scope"}, job, v2_steward});  // v2
-  patterns.push_back({{"system.slice", scope}, job, v2_steward});  // v2, multiple slurmd
+  patterns.push_back({"slurm", {"slurm", "uid_*"}, job, v1_steward});  // cgroup v1
+  patterns.push_back({"slurm", {suffixed, "uid_*"}, job, v1_steward});  // v1, multiple slurmd
+  patterns.push_back({"slurm", {"system.slice", "slurmstepd.scope"}, job, v2_steward});  // v2
+  patterns.push_back({"slurm", {"system.slice", scope}, job, v2_steward});  // v2, multiple slurmd
   return patterns;
 }
 

@@ -19,6 +19,7 @@ struct CgroupHierarchy {
 // Where a scheduler puts its jobs, relative to a hierarchy: directory globs, then the job's
 // own directory as a regex whose one group is the id.
 struct JobPattern {
+  const char* scheduler;  // "slurm", "oar", "pbs"
   std::vector<std::string> parents;
   std::regex job;
   // Globs relative to a job directory whose own processes are the scheduler's
@@ -30,9 +31,10 @@ struct JobPattern {
 struct JobScan {
   // Each directory listed: watched with inotify, so that a job appearing in it is noticed.
   std::function<void(const std::string& dir)> watch;
-  // A job's directory: `rel` its path relative to `hierarchy`, `name` its own name.
+  // A job's directory: `rel` its path relative to `hierarchy`, `name` its own name, `pattern`
+  // the layout it matched (null for scheduler = regex).
   std::function<void(const CgroupHierarchy& hierarchy, const std::string& rel, const std::string& name,
-                     std::uint64_t id, const std::vector<std::string>& scheduler_cgroups)>
+                     std::uint64_t id, const JobPattern* pattern)>
       add;
 };
 

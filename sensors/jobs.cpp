@@ -79,10 +79,11 @@ std::vector<CgroupHierarchy> hierarchies_under(const std::string& root) {
     std::error_code error;
     auto real = fs::canonical(path, error);
     if (!seen.insert(error ? path : real.string()).second) continue;
-    // Named after the real directory: "cpu,cpuacct", not its "cpu" link.
+    // Named after the real directory: "cpu,cpuacct", not its "cpu" link; its path too where
+    // the real directory is beside the link (OAR's links lead elsewhere: /sys/fs/cgroup).
     std::string real_name = error ? name : real.filename().string();
     std::string hierarchy = is_unified(path) ? "" : real_name;
-    path = base + "/" + real_name;
+    if (exists(base + "/" + real_name)) path = base + "/" + real_name;
     if (hierarchy.rfind("name=", 0) == 0) hierarchy.erase(0, 5);
     found.push_back({hierarchy, path});
   }
@@ -116,7 +117,7 @@ void find_pattern_jobs(const CgroupHierarchy& hierarchy, const JobPattern& patte
       std::smatch match;
       std::uint64_t id = 0;
       if (std::regex_match(name, match, pattern.job) && parse_job_id(match[1].str(), id))
-        scan.add(hierarchy, child, name, id, pattern.scheduler_cgroups);
+        scan.add(hierarchy, child, name, id, &pattern);
     }
   };
   walk("", 0);
@@ -131,7 +132,8 @@ const OptionTable& job_options() {
        .default_value = "auto",
        .help = "which batch system's cgroups name the jobs: auto (every one below), slurm "
                "(cgroup v1 slurm[_<node>]/uid_*/job_<id>, v2 system.slice/[<node>_]slurmstepd.scope/"
-               "job_<id>), oar (oar/<user>_<id>), pbs (pbs_jobs.service/jobid/<id>, torque/<id>), "
+               "job_<id>), oar (oar/<user>_<id>; OAR 3 on v2 oar.slice/oar-u<uid>.slice/"
+               "oar-u<uid>-j<id>.slice), pbs (pbs_jobs.service/jobid/<id>, torque/<id>), "
                "regex (the `regex` key)",
        .choices = {std::begin(kSchedulers), std::end(kSchedulers)}},
       {.name = "cgroup_root",
@@ -139,7 +141,7 @@ const OptionTable& job_options() {
        .default_value = "",
        .help = "directory holding the cgroup hierarchies (a v2 mount, the v1 controller "
                "directories, or one v1 controller directory); empty: <sys_root>/fs/cgroup, and "
-               "for scheduler = oar " + std::string(kOarDefaultRoot) + " as colmet"},
+               "for scheduler = oar or auto also " + std::string(kOarDefaultRoot) + " (OAR 2.5's links, as colmet)"},
       {.name = "regex",
        .type = OptionType::text,
        .default_value = "",
@@ -300,7 +302,8 @@ void JobDirectory::rescan_locked() {
   if (!settings_.cgroup_root.empty()) {
     roots.push_back(settings_.cgroup_root);
   } else {
-    if (settings_.scheduler != Scheduler::oar) roots.push_back(sys_root_ + "/fs/cgroup");
+    // OAR 3 on cgroup v2 puts its jobs in the system's tree (oar.slice), OAR 2.5 behind its links.
+    roots.push_back(sys_root_ + "/fs/cgroup");
     if (settings_.scheduler == Scheduler::oar || settings_.scheduler == Scheduler::automatic)
       roots.push_back(kOarDefaultRoot);
   }
@@ -309,12 +312,13 @@ void JobDirectory::rescan_locked() {
   JobScan scan;
   scan.watch = [&](const std::string& dir) { watcher_->watch(dir); };
   scan.add = [&](const CgroupHierarchy& hierarchy, const std::string& rel, const std::string& name, std::uint64_t id,
-                 const std::vector<std::string>& scheduler_cgroups) {
+                 const JobPattern* pattern) {
     JobCgroup& job = found[id];
     job.id = id;
     if (job.name.empty()) {
       job.name = name;
-      job.scheduler_cgroups = scheduler_cgroups;
+      job.scheduler = pattern ? pattern->scheduler : "regex";
+      if (pattern) job.scheduler_cgroups = pattern->scheduler_cgroups;
     }
     std::string path = hierarchy.path + "/" + rel;
     if (hierarchy.name.empty()) {
@@ -334,7 +338,10 @@ void JobDirectory::rescan_locked() {
     // Watch the root too, so a hierarchy (or the whole tree) appearing later is noticed.
     watcher_->watch(root);
     for (const auto& hierarchy : hierarchies_under(root)) {
-      if (!seen_hierarchies.insert(hierarchy.path).second) continue;
+      // Once each, however reached (OAR's links lead to the hierarchies under /sys/fs/cgroup).
+      std::error_code error;
+      auto real = fs::canonical(hierarchy.path, error);
+      if (!seen_hierarchies.insert(error ? hierarchy.path : real.string()).second) continue;
       described.push_back(hierarchy.name.empty() ? hierarchy.path + " (v2)" : hierarchy.path);
       if (user_regex) {
         find_regex_jobs(hierarchy, *user_regex, settings_.regex_max_depth, scan);

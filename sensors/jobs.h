@@ -48,6 +48,7 @@ JobSettings job_settings(const Options& options);
 struct JobCgroup {
   std::uint64_t id = 0;
   std::string name;     // the directory name as the scheduler made it ("job_42", "alice_42")
+  std::string scheduler = {};  // whose layout it matched: "slurm", "oar", "pbs" or "regex"
   std::string unified;  // cgroup v2 directory ("" when the job is only in v1 hierarchies)
   // v1: hierarchy name as mounted ("cpu,cpuacct", "memory", "perf_event") -> the job's directory.
   std::vector<std::pair<std::string, std::string>> v1;

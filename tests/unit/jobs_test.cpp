@@ -99,19 +99,88 @@ TEST(JobDiscovery, OarFromItsCpusetLinksAndSiblingControllers) {
   std::string links = kTrees + "/oar/dev/oar_cgroups_links";
   JobDirectory jobs(settings({"scheduler=oar", "cgroup_root=" + links + "/cpuset/"}), Roots{});
   auto snapshot = jobs.snapshot();
-  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{777, 778}));  // not OAR's own oardocker
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{777, 778}));
   EXPECT_EQ(snapshot->jobs[1].name, "bob_smith_778");
   EXPECT_EQ(snapshot->jobs[0].dir("cpuacct"), links + "/cpuacct/oar/alice_777");
   EXPECT_EQ(snapshot->jobs[0].dir("memory"), links + "/memory/oar/alice_777");
+  EXPECT_EQ(snapshot->jobs[0].dir("freezer"), links + "/freezer/oar/alice_777");
+  EXPECT_EQ(snapshot->jobs[0].v1.size(), 6u);  // cpuset cpu cpuacct devices freezer (+ memory)
+  EXPECT_EQ(JobDirectory::pids(snapshot->jobs[1]), (std::vector<int>{7780, 7781}));
+}
+
+TEST(JobDiscovery, Oar3SystemdSlicesOnCgroupV2) {
+  std::string root = kTrees + "/oar3-v2/sys/fs/cgroup";
+  JobDirectory jobs(settings({"scheduler=oar", "cgroup_root=" + root}), tree("oar3-v2"));
+  auto snapshot = jobs.snapshot();
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{779, 780}));
+  EXPECT_EQ(snapshot->jobs[0].name, "oar-u1000-j779.slice");
+  EXPECT_EQ(snapshot->jobs[0].unified, root + "/oar.slice/oar-u1000.slice/oar-u1000-j779.slice");
+  // Its processes are in the scopes (and a sub-task slice) below the job's slice.
+  EXPECT_EQ(JobDirectory::pids(snapshot->jobs[0]), (std::vector<int>{7790, 7791, 7792}));
+  EXPECT_EQ(jobs.job_of_pid(7792), 779u);
+  EXPECT_EQ(jobs.job_of_pid(7800), 780u);
+  EXPECT_EQ(jobs.job_of_pid(700), 0u);  // sshd
+  JobDirectory automatic(settings({}), tree("oar3-v2"));
+  EXPECT_EQ(ids(*automatic.snapshot()), (std::vector<std::uint64_t>{779, 780}));
+}
+
+// On a node, OAR's /dev/oar_cgroups_links/<controller> are links to /sys/fs/cgroup/<controller>,
+// and cpu and cpuacct lead to cpu,cpuacct: the job's directories are where the links lead.
+TEST(JobDiscovery, OarLinksLeadingToTheSystemHierarchies) {
+  test::TempDir dir;
+  const std::string cgroup = dir.file("sys/fs/cgroup");
+  for (const char* hierarchy : {"cpu,cpuacct", "cpuset"}) {
+    fs::create_directories(cgroup + "/" + hierarchy + "/oar/alice_7");
+    for (const char* at : {"", "/oar", "/oar/alice_7"}) std::ofstream(cgroup + "/" + hierarchy + at + "/cgroup.procs");
+  }
+  std::ofstream(cgroup + "/cpu,cpuacct/oar/alice_7/cgroup.procs") << "77\n";
+  std::ofstream(cgroup + "/cpu,cpuacct/oar/alice_7/cpuacct.usage") << "2500000000\n";
+  fs::create_directory_symlink("cpu,cpuacct", cgroup + "/cpu");
+  fs::create_directory_symlink("cpu,cpuacct", cgroup + "/cpuacct");
+  const std::string links = dir.file("dev/oar_cgroups_links");
+  fs::create_directories(links);
+  for (const char* controller : {"cpu", "cpuacct", "cpuset"})
+    fs::create_directory_symlink(cgroup + "/" + controller, links + "/" + controller);
+
+  JobDirectory jobs(settings({"scheduler=oar", "cgroup_root=" + links + "/cpuset"}), Roots{});
+  auto snapshot = jobs.snapshot();
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{7}));
+  EXPECT_EQ(snapshot->jobs[0].scheduler, "oar");
+  EXPECT_EQ(snapshot->jobs[0].v1.size(), 2u) << "cpu and cpuacct are one hierarchy";
+  EXPECT_TRUE(fs::exists(snapshot->jobs[0].dir("cpuacct") + "/cpuacct.usage")) << snapshot->jobs[0].dir("cpuacct");
+  EXPECT_DOUBLE_EQ(sample_job_cgroup(jobs, Roots{})[7]["cpu.usage"], 2.5) << "the cgroup's figure, not the processes'";
 }
 
 TEST(JobDiscovery, PbsProAndTorque) {
   JobDirectory pbs(settings({"scheduler=pbs"}), tree("pbs-v2"));
   EXPECT_EQ(ids(*pbs.snapshot()), (std::vector<std::uint64_t>{123, 124}));
+  // OpenPBS's hook on cgroup v1: <hierarchy>/pbs_jobs.service/jobid/<id> in the name=systemd,
+  // cpu,cpuacct, cpuset and memory hierarchies.
+  JobDirectory pbs_v1(settings({"scheduler=pbs"}), tree("pbs-v1"));
+  auto v1 = pbs_v1.snapshot();
+  ASSERT_EQ(ids(*v1), (std::vector<std::uint64_t>{123, 124}));
+  EXPECT_EQ(v1->jobs[1].name, "124[3].pbsserver");
+  std::string base = kTrees + "/pbs-v1/sys/fs/cgroup/";
+  EXPECT_EQ(v1->jobs[0].dir("cpuacct"), base + "cpu,cpuacct/pbs_jobs.service/jobid/123.pbsserver");
+  EXPECT_EQ(v1->jobs[0].dir("memory"), base + "memory/pbs_jobs.service/jobid/123.pbsserver");
+  EXPECT_EQ(v1->jobs[0].dir("systemd"), base + "systemd/pbs_jobs.service/jobid/123.pbsserver");
+  EXPECT_EQ(v1->jobs[0].dir("blkio"), "");  // not among the hook's controllers
+  EXPECT_EQ(pbs_v1.job_of_pid(3010), 124u);
+  EXPECT_EQ(pbs_v1.job_of_pid(2999), 0u);  // pbs_jobs.service's own process
   JobDirectory torque(settings({"scheduler=pbs"}), tree("torque-v1"));
   auto snapshot = torque.snapshot();
-  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{456}));
+  ASSERT_EQ(ids(*snapshot), (std::vector<std::uint64_t>{456, 457}));
   EXPECT_EQ(snapshot->jobs[0].name, "456.headnode");
+  EXPECT_EQ(snapshot->jobs[0].dir("devices"), kTrees + "/torque-v1/sys/fs/cgroup/devices/torque/456.headnode");
+  // qsub -L: the processes are in the per-task cgroups R<req>.t<task>.
+  EXPECT_EQ(JobDirectory::pids(snapshot->jobs[0]), (std::vector<int>{3100, 3101}));
+  EXPECT_EQ(torque.job_of_pid(3101), 456u);
+  for (const char* name : {"pbs-v1", "pbs-v2", "torque-v1"}) {
+    SCOPED_TRACE(name);
+    JobDirectory automatic(settings({}), tree(name));
+    JobDirectory specific(settings({"scheduler=pbs"}), tree(name));
+    EXPECT_EQ(ids(*automatic.snapshot()), ids(*specific.snapshot()));
+  }
 }
 
 TEST(JobDiscovery, AutoFindsEverySchedulersLayout) {
