@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
 
 #include "job_process_cpu.h"
 #include "jobs.h"
@@ -129,6 +133,118 @@ TEST(JobProcesses, OtherLayoutsListEveryProcessOfTheJobDirectory) {
   JobCgroup job = *jobs.snapshot()->find(1234);
   job.scheduler_cgroups.clear();
   EXPECT_EQ(JobDirectory::pids(job), (std::vector<int>{4100, 4242, 4243}));
+}
+
+// The trees recorded from Debian's Slurm 22.05 (tests/fixtures/cgroups/slurm-v1-debian.md): one
+// job with a batch step and step 0; slurmstepd 1001 and 1012 sit in the freezer job directory.
+const std::vector<int> kRecordedJobProcesses{1005, 1006, 1007, 1008, 1017};
+
+TEST(RecordedSlurmTree, EitherAccountingSettingGivesTheSameProcessesWithoutSlurmstepd) {
+  for (const char* name : {"slurm-v1-debian-linux", "slurm-v1-debian-cgroup"}) {
+    SCOPED_TRACE(name);
+    JobDirectory jobs(slurm(), tree(name));
+    auto snapshot = jobs.snapshot();
+    ASSERT_EQ(snapshot->jobs.size(), 1u);
+    const JobCgroup& job = snapshot->jobs[0];
+    EXPECT_EQ(job.id, 1u);
+    EXPECT_EQ(job.scheduler, "slurm");
+    EXPECT_EQ(job.process_dir(), kTrees + "/" + name + "/sys/fs/cgroup/freezer/slurm_node1/uid_0/job_1");
+    EXPECT_EQ(jobs.processes(job, 1), kRecordedJobProcesses);
+    EXPECT_EQ(jobs.job_of_pid(1017), 1u);
+  }
+}
+
+TEST(RecordedSlurmTree, JobAcctGatherLinuxMakesNoCpuacctCgroupAndCgroupDoes) {
+  auto hierarchies = [](const std::string& name) {
+    JobDirectory jobs(slurm(), tree(name));
+    std::vector<std::string> found;
+    for (const auto& [hierarchy, path] : jobs.snapshot()->jobs.at(0).v1) found.push_back(hierarchy);
+    std::sort(found.begin(), found.end());
+    return found;
+  };
+  EXPECT_EQ(hierarchies("slurm-v1-debian-linux"), (std::vector<std::string>{"cpuset", "freezer", "memory"}));
+  EXPECT_EQ(hierarchies("slurm-v1-debian-cgroup"),
+            (std::vector<std::string>{"cpuacct", "cpuset", "freezer", "memory"}));
+}
+
+struct JobReading {
+  std::map<std::string, double> values;
+  std::map<std::string, std::string> labels;
+};
+
+std::unique_ptr<Sensor> job_cgroup(JobDirectory& jobs, const Roots& roots) {
+  static const Options options;
+  return find_sensor("JobCgroup")->make(SensorContext{roots, options, &jobs});
+}
+
+JobReading read_job(Sensor& sensor, std::uint64_t id, std::int64_t at) {
+  std::vector<Sample> samples;
+  SampleWriter writer(samples, "node1", "JobCgroup", at);
+  EXPECT_TRUE(sensor.sample(writer));
+  JobReading reading;
+  for (const auto& sample : samples) {
+    if (sample.job != id) continue;
+    for (const auto& metric : sample.metrics) reading.values[metric.key] = metric.value;
+    for (const auto& label : sample.labels) reading.labels[label.key] = label.value;
+  }
+  return reading;
+}
+
+// Sets utime and stime (fields 14, 15) of a recorded /proc/<pid>/stat.
+void set_cpu_ticks(const std::string& proc, int pid, int utime, int stime) {
+  std::string path = proc + "/" + std::to_string(pid) + "/stat";
+  std::ifstream in(path);
+  std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = line.rfind(')');
+  std::istringstream fields(line.substr(close + 2));
+  std::vector<std::string> rest;
+  for (std::string field; fields >> field;) rest.push_back(field);
+  rest.at(11) = std::to_string(utime);  // field 14 is the 12th after the command name
+  rest.at(12) = std::to_string(stime);
+  std::ofstream out(path);
+  out << line.substr(0, close + 2);
+  for (const auto& field : rest) out << field << ' ';
+  out << '\n';
+}
+
+TEST(RecordedSlurmTree, WithoutCpuacctTheCpuComesFromTheJobsProcesses) {
+  test::TempDir dir;
+  fs::copy(kTrees + "/slurm-v1-debian-linux", dir.path(), fs::copy_options::recursive);
+  const Roots roots{dir.file("proc"), dir.file("sys")};
+  const std::string proc = dir.file("proc");
+  set_cpu_ticks(proc, 1001, 5000, 5000);  // slurmstepd: not the job's
+  set_cpu_ticks(proc, 1005, 30, 10);
+  set_cpu_ticks(proc, 1017, 200, 20);
+  JobDirectory jobs(slurm(), roots);
+  const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  auto sensor = job_cgroup(jobs, roots);
+  JobReading first = read_job(*sensor, 1, 1);
+  EXPECT_EQ(first.labels["cpu_source"], "processes");
+  EXPECT_DOUBLE_EQ(first.values["cpu.user"], 230 / hz);
+  EXPECT_DOUBLE_EQ(first.values["cpu.system"], 30 / hz);
+  EXPECT_DOUBLE_EQ(first.values["cpu.usage"], 260 / hz);
+  EXPECT_EQ(first.values["tasks"], 5);
+  EXPECT_EQ(first.values["memory.current"], 6066176);
+  EXPECT_EQ(first.values.count("io.read_bytes"), 0u) << "Slurm makes no blkio cgroup on v1";
+
+  // Step 0's sleep ends (its parent slurmstepd reaps it, outside the job): the job keeps it.
+  std::ofstream(dir.file("sys/fs/cgroup/freezer/slurm_node1/uid_0/job_1/step_0/cgroup.procs"));
+  fs::remove_all(proc + "/1017");
+  set_cpu_ticks(proc, 1005, 40, 10);
+  JobReading second = read_job(*sensor, 1, 2);
+  EXPECT_DOUBLE_EQ(second.values["cpu.usage"], 270 / hz);
+  EXPECT_EQ(second.values["tasks"], 4);
+}
+
+TEST(RecordedSlurmTree, WithCpuacctTheCpuIsTheCgroups) {
+  JobDirectory jobs(slurm(), tree("slurm-v1-debian-cgroup"));
+  auto sensor = job_cgroup(jobs, tree("slurm-v1-debian-cgroup"));
+  JobReading reading = read_job(*sensor, 1, 1);
+  EXPECT_EQ(reading.labels["cpu_source"], "cgroup");
+  std::ifstream usage(kTrees + "/slurm-v1-debian-cgroup/sys/fs/cgroup/cpuacct/slurm_node1/uid_0/job_1/cpuacct.usage");
+  double nanoseconds = 0;
+  usage >> nanoseconds;
+  EXPECT_DOUBLE_EQ(reading.values["cpu.usage"], nanoseconds / 1e9);
 }
 
 }  // namespace
