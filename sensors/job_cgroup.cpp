@@ -39,7 +39,9 @@ const OptionTable kOptions{};
 
 const Catalog kCatalog{
     {"jobs", Unit::count, Kind::gauge, "jobs running on the node (node sample)"},
-    {"cpu.usage", Unit::seconds, Kind::counter, "CPU time used by the job's processes"},
+    {"cpu.usage", Unit::seconds, Kind::counter,
+     "CPU time used by the job's processes: its cgroup's figure, or their /proc/<pid>/stat summed where the "
+     "cgroup accounts none (label cpu_source = cgroup or processes)"},
     {"cpu.user", Unit::seconds, Kind::counter, "CPU time in user mode"},
     {"cpu.system", Unit::seconds, Kind::counter, "CPU time in kernel mode"},
     {"memory.current", Unit::bytes, Kind::gauge, "memory charged to the job now (incl. page cache)"},
@@ -265,7 +267,8 @@ class JobCgroupSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("JobCgroup",
-                         "Per batch job CPU time, memory, block I/O and tasks from its cgroup (v2 or v1)",
+                         "Per batch job CPU time, memory, block I/O and tasks from its cgroup (v2 or v1); CPU "
+                         "from the job's processes where its cgroups account none (label cpu_source)",
                          kOptions, kCatalog, JobCgroupSensor, .row = DashboardRow::jobs, .node_keys = "jobs", .job_keys = "*");
 
 }  // namespace fructosa::sensors
