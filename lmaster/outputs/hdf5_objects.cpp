@@ -1,0 +1,238 @@
+// The objects of a file, created outside SWMR mode: a host's group (per_host), a table's group
+// with its time and job datasets, a column's dataset (filled with NaN for the rows before it), a
+// label's fixed-length string dataset (widened when a longer value comes); and the reopening of
+// their handles after the file was reopened.
+#include "hdf5_output_impl.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fructosa::master {
+
+using namespace hdf5;
+
+Handle Hdf5Output::Impl::open_or_create_group(hid_t parent, const std::string& link,
+                                              const std::string& where) const {
+  htri_t exists = H5Lexists(parent, link.c_str(), H5P_DEFAULT);
+  if (exists < 0) fail(file_path, "cannot look up " + where);
+  if (exists > 0)
+    return check(file_path, H5Gopen2(parent, link.c_str(), H5P_DEFAULT), H5Gclose,
+                 "cannot open group " + where);
+  Handle creation = group_creation_properties(file_path);
+  Handle link_properties = link_creation_properties(file_path);
+  return check(
+      file_path,
+      H5Gcreate2(parent, link.c_str(), link_properties.get(), creation.get(), H5P_DEFAULT),
+      H5Gclose, "cannot create group " + where);
+}
+
+// A 1-D chunked dataset of 0 rows, unlimited; unwritten rows read as `fill` (nullptr: zero
+// bytes). Uncompressed while the file is written: an appended chunk never moves, so a SWMR
+// reader cannot follow a stale pointer, and HDF5 1.10.8's option to leave partial chunks
+// unfiltered makes readers decode chunks with the wrong filters (docs/hdf5.md). The file is
+// compressed when it is closed (compact_file).
+Handle Hdf5Output::Impl::create_dataset(hid_t group, const std::string& link, hid_t file_type,
+                                        hid_t fill_type, const void* fill, hsize_t chunk_rows,
+                                        const std::string& where) const {
+  const std::string what = "cannot create dataset " + where;
+  hsize_t dims = 0;
+  hsize_t max_dims = H5S_UNLIMITED;
+  Handle space = check(file_path, H5Screate_simple(1, &dims, &max_dims), H5Sclose, what);
+  Handle properties = check(file_path, H5Pcreate(H5P_DATASET_CREATE), H5Pclose, what);
+  check(file_path, H5Pset_chunk(properties.get(), 1, &chunk_rows), what);
+  if (fill) check(file_path, H5Pset_fill_value(properties.get(), fill_type, fill), what);
+  // Every row up to a dataset's extent is written (NaN where a row has no value): a new chunk
+  // need not be filled first, which wrote a whole chunk (32 KiB) per dataset and host.
+  check(file_path, H5Pset_fill_time(properties.get(), H5D_FILL_TIME_NEVER), what);
+  check(file_path, H5Pset_obj_track_times(properties.get(), false), what);
+  Handle link_properties = link_creation_properties(file_path);
+  return check(file_path,
+               H5Dcreate2(group, link.c_str(), file_type, space.get(), link_properties.get(),
+                          properties.get(), H5P_DEFAULT),
+               H5Dclose, what);
+}
+
+void Hdf5Output::Impl::describe(Table& table, Column& column) const {
+  const std::string where = table.where() + "/" + column.link;
+  auto info = infos.find(table.sensor, column.key);
+  hid_t dataset = column.dataset.get();
+  write_text_attribute(file_path, dataset, "key", column.key, where);
+  write_text_attribute(file_path, dataset, "unit", info ? info->unit : "", where);
+  write_text_attribute(file_path, dataset, "kind", info ? std::string(to_string(info->kind)) : "",
+                       where);
+  write_text_attribute(file_path, dataset, "description", info ? info->description : "", where);
+  column.described = info.has_value();
+}
+
+void Hdf5Output::Impl::open_host(const std::string& host, HostGroup& group) {
+  if (group.group) return;
+  const std::string link = hdf5_link_name(host);
+  group.group = check(file_path, H5Gopen2(file.get(), link.c_str(), H5P_DEFAULT), H5Gclose,
+                      "cannot open group /" + link);
+}
+
+// Opens the handles of a table that is in the file (after a reopen of the file).
+void Hdf5Output::Impl::open_table(Table& table) {
+  const std::string where = table.where();
+  if (!table.group) {
+    hid_t parent = file.get();
+    if (!table.per_sensor) {
+      HostGroup& host = hosts[table.host];
+      open_host(table.host, host);
+      parent = host.group.get();
+    }
+    table.group = check(file_path, H5Gopen2(parent, table.sensor_link.c_str(), H5P_DEFAULT),
+                        H5Gclose, "cannot open group " + where);
+  }
+  if (!table.time)
+    table.time = check(file_path, H5Dopen2(table.group.get(), kTime, H5P_DEFAULT), H5Dclose,
+                       "cannot open " + where + "/time");
+  if (!table.job)
+    table.job = check(file_path, H5Dopen2(table.group.get(), kJob, H5P_DEFAULT), H5Dclose,
+                      "cannot open " + where + "/job");
+  if (table.host_column.in_file && !table.host_column.dataset)
+    table.host_column.dataset = check(file_path, H5Dopen2(table.group.get(), kHost, H5P_DEFAULT),
+                                      H5Dclose, "cannot open " + where + "/host");
+  for (auto& column : table.columns)
+    if (column.in_file && !column.dataset)
+      column.dataset =
+          check(file_path, H5Dopen2(table.group.get(), column.link.c_str(), H5P_DEFAULT),
+                H5Dclose, "cannot open " + where + "/" + column.link);
+  bool any_label = std::any_of(table.labels.begin(), table.labels.end(),
+                               [](const LabelColumn& label) { return label.in_file; });
+  if (any_label && !table.label_group)
+    table.label_group = check(file_path, H5Gopen2(table.group.get(), kLabels, H5P_DEFAULT),
+                              H5Gclose, "cannot open " + where + "/labels");
+  for (auto& label : table.labels)
+    if (label.in_file && !label.dataset)
+      label.dataset =
+          check(file_path, H5Dopen2(table.label_group.get(), label.link.c_str(), H5P_DEFAULT),
+                H5Dclose, "cannot open " + where + "/labels/" + label.link);
+}
+
+// Label chunks hold as many rows as numeric ones, unless that makes them huge.
+hsize_t Hdf5Output::Impl::label_chunk_rows(std::size_t width) const {
+  return std::clamp<hsize_t>((1 << 20) / width, 16, chunk);
+}
+
+// Outside SWMR mode: the table's group and datasets and the columns that got their first
+// value, each new column filled with NaN ("") for the rows already in the file.
+void Hdf5Output::Impl::create_objects(Table& table) {
+  const std::string where = table.where();
+  if (!table.in_file) {
+    hid_t parent = file.get();
+    if (!table.per_sensor) {
+      HostGroup& host = hosts[table.host];
+      if (!host.in_file) {
+        host.group = open_or_create_group(file.get(), table.host_link, "/" + table.host_link);
+        write_text_attribute(file_path, host.group.get(), "host", table.host,
+                             "/" + table.host_link);
+        host.in_file = true;
+      }
+      open_host(table.host, host);
+      parent = host.group.get();
+    }
+    table.group = open_or_create_group(parent, table.sensor_link, where);
+    if (!table.per_sensor)
+      write_text_attribute(file_path, table.group.get(), "host", table.host, where);
+    write_text_attribute(file_path, table.group.get(), "sensor", table.sensor, where);
+    const std::int64_t zero = 0;
+    table.time = create_dataset(table.group.get(), kTime, H5T_STD_I64LE, H5T_NATIVE_INT64, &zero,
+                                chunk, where + "/time");
+    write_text_attribute(file_path, table.time.get(), "unit", "ns since epoch", where + "/time");
+    table.job = create_dataset(table.group.get(), kJob, H5T_STD_U64LE, H5T_NATIVE_INT64, &zero,
+                               chunk, where + "/job");
+    write_text_attribute(file_path, table.job.get(), "description",
+                         "batch job id; 0: the node itself", where + "/job");
+    table.rows = 0;
+    table.in_file = true;
+  }
+  open_table(table);
+  if (table.per_sensor) {
+    LabelColumn& host = table.host_column;
+    const std::size_t longest = host.longest_buffered();
+    if (!host.in_file || longest > host.width)
+      create_label(table, host, label_width(longest), table.group.get(), where + "/host");
+  }
+  for (auto& column : table.columns) {
+    if (column.in_file || !column.has_value) continue;
+    const std::string column_where = where + "/" + column.link;
+    column.dataset = create_dataset(table.group.get(), column.link, H5T_IEEE_F64LE,
+                                    H5T_NATIVE_DOUBLE, &kNaN, chunk, column_where);
+    describe(table, column);
+    if (table.rows > 0) {
+      std::vector<double> missing(table.rows, kNaN);
+      append(file_path, column.dataset.get(), H5T_NATIVE_DOUBLE, missing.data(), 0, table.rows,
+             column_where);
+    }
+    column.in_file = true;
+  }
+  for (auto& label : table.labels) {
+    if (!label.has_value) continue;
+    const std::size_t longest = label.longest_buffered();
+    if (label.in_file && longest <= label.width) continue;
+    if (!table.label_group)
+      table.label_group = open_or_create_group(table.group.get(), kLabels, where + "/labels");
+    create_label(table, label, label_width(longest), table.label_group.get(),
+                 where + "/labels/" + label.link);
+  }
+}
+
+std::size_t Hdf5Output::Impl::label_width(std::size_t longest) {
+  std::size_t width = kMinLabelWidth;
+  while (width < longest) width *= 2;
+  return width;
+}
+
+// A label dataset `width` bytes wide in `parent` (the labels group; the table's group for the
+// host column); a narrower one that exists is copied into it (rare: a label value longer than
+// any before it).
+void Hdf5Output::Impl::create_label(Table& table, LabelColumn& label, std::size_t width,
+                                    hid_t parent, const std::string& where) {
+  Handle type = text_type(width);
+  if (!type) fail(file_path, "cannot make a string type for " + where);
+  const std::string new_link = label.in_file ? label.link + "%7E" : label.link;
+  // No fill value: unwritten rows read as zero bytes, that is "".
+  Handle dataset = create_dataset(parent, new_link, type.get(), type.get(), nullptr,
+                                  label_chunk_rows(width), where);
+  write_text_attribute(file_path, dataset.get(), "key", label.key, where);
+  if (table.rows > 0) {
+    std::vector<char> rows(table.rows * width, '\0');
+    // The narrow strings read as wide ones (HDF5 pads them); only the committed rows (a
+    // failed flush may have left more).
+    if (label.in_file)
+      read_rows(file_path, label.dataset.get(), type.get(), 0, table.rows, rows.data(), where);
+    append(file_path, dataset.get(), type.get(), rows.data(), 0, table.rows, where);
+  }
+  if (label.in_file) {
+    label.dataset.reset();
+    check(file_path, H5Ldelete(parent, label.link.c_str(), H5P_DEFAULT),
+          "cannot replace " + where);
+    dataset.reset();
+    Handle link_properties = link_creation_properties(file_path);
+    check(file_path,
+          H5Lmove(parent, new_link.c_str(), parent, label.link.c_str(), link_properties.get(),
+                  H5P_DEFAULT),
+          "cannot replace " + where);
+    dataset = check(file_path, H5Dopen2(parent, label.link.c_str(), H5P_DEFAULT), H5Dclose,
+                    "cannot open " + where);
+  }
+  label.dataset = std::move(dataset);
+  label.width = width;
+  label.in_file = true;
+}
+
+bool Hdf5Output::Impl::needs_objects(const Table& table) const {
+  if (!table.in_file) return true;
+  for (const auto& column : table.columns)
+    if (!column.in_file && column.has_value) return true;
+  for (const auto& label : table.labels)
+    if (label.has_value && (!label.in_file || label.longest_buffered() > label.width))
+      return true;
+  const LabelColumn& host = table.host_column;
+  return table.per_sensor && (!host.in_file || host.longest_buffered() > host.width);
+}
+
+}  // namespace fructosa::master

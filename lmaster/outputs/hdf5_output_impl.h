@@ -1,0 +1,316 @@
+// The HDF5 output's internals (included only by lmaster/outputs/hdf5_*.cpp): the layout's names
+// and limits, the in-memory tables that buffer rows between flushes (Table, with its Column and
+// LabelColumn), the file series (FileSeries: the link `path` and its timestamped files), and
+// Hdf5Output::Impl, whose member functions are defined by responsibility in hdf5_repair.cpp,
+// hdf5_compaction.cpp, hdf5_files.cpp, hdf5_objects.cpp and hdf5_output.cpp.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "hdf5_output.h"
+#include "hdf5_support.h"
+
+namespace fructosa::master {
+
+namespace hdf5 {
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr const char* kTime = "time";
+inline constexpr const char* kJob = "job";
+inline constexpr const char* kLabels = "labels";
+inline constexpr const char* kHost = "host";
+// format_version 1: layout per_host (/<host>/<sensor>); 2: layout per_sensor (/<sensor>, with a
+// host column). Readers tell them apart by the root attribute `layout` (both have it).
+inline constexpr int kPerHostFormatVersion = 1;
+inline constexpr int kPerSensorFormatVersion = 2;
+// The jobs attributes (and late descriptions) need the file out of SWMR mode: they are brought
+// up to date at most this often while the file is written, and always when it is closed.
+inline constexpr double kAttributeRefreshSeconds = 60;
+// Labels are fixed-length strings of 16, 32, 64... bytes.
+inline constexpr std::size_t kMinLabelWidth = 16;
+// A file whose flushes fail this many times in a row is given up for a new one (HDF5 may be
+// unable to recover a file handle after write errors); a table that fails this many times while
+// the file works has its rows dropped.
+inline constexpr int kFailuresBeforeGivingUp = 3;
+
+// --- the tables --------------------------------------------------------------------------------
+
+struct Column {
+  std::string key;
+  std::string link;
+  Handle dataset;
+  bool in_file = false;        // its dataset exists in the current file
+  bool described = false;      // its unit/kind/description attributes come from the catalog
+  bool has_value = false;      // some buffered row has a value
+  std::vector<double> buffer;  // values of the buffered rows; missing trailing rows are NaN
+};
+
+// A text label (device, fstype, address...) stored as a fixed-length string per row: repeated
+// values then compress to almost nothing (variable-length strings cost ~67 B per row).
+struct LabelColumn {
+  std::string key;
+  std::string link;
+  Handle dataset;
+  bool in_file = false;
+  bool has_value = false;
+  std::size_t width = 0;            // bytes per row in the file
+  std::vector<std::string> buffer;  // missing trailing rows are ""
+
+  std::size_t longest_buffered() const {
+    std::size_t longest = 0;
+    for (const auto& value : buffer) longest = std::max(longest, value.size());
+    return longest;
+  }
+};
+
+struct Table {
+  std::string host;  // "" in the per_sensor layout, where the host is a column
+  std::string sensor;
+  std::string host_link;
+  std::string sensor_link;
+  bool per_sensor = false;
+  LabelColumn host_column;  // per_sensor: the host of each row (a label at the table's level)
+  bool in_file = false;  // its group and time/job datasets exist in the current file
+  Handle group;
+  Handle time;
+  Handle job;
+  Handle label_group;
+  hsize_t rows = 0;  // rows committed to the current file
+  std::vector<std::int64_t> time_buffer;
+  std::vector<std::uint64_t> job_buffer;
+  std::size_t buffered_points = 0;
+  std::vector<Column> columns;
+  std::map<std::string, std::size_t, std::less<>> column_index;
+  std::vector<LabelColumn> labels;
+  std::map<std::string, std::size_t, std::less<>> label_index;
+  std::set<std::uint64_t> jobs;       // in the committed rows of the current file
+  std::size_t jobs_in_attribute = 0;  // how many of them the jobs attribute lists
+  int failed_flushes = 0;             // in a row, while the file itself worked
+
+  Column& column(const std::string& key) {
+    auto found = column_index.find(key);
+    if (found != column_index.end()) return columns[found->second];
+    column_index.emplace(key, columns.size());
+    Column& added = columns.emplace_back();
+    added.key = key;
+    added.link = hdf5_link_name(key, true);
+    return added;
+  }
+  LabelColumn& label(const std::string& key) {
+    auto found = label_index.find(key);
+    if (found != label_index.end()) return labels[found->second];
+    label_index.emplace(key, labels.size());
+    LabelColumn& added = labels.emplace_back();
+    added.key = key;
+    added.link = hdf5_link_name(key);
+    return added;
+  }
+  std::string where() const {
+    return per_sensor ? "/" + sensor_link : "/" + host_link + "/" + sensor_link;
+  }
+  hsize_t pending() const { return time_buffer.size(); }
+
+  void close_handles() {
+    for (auto& label : labels) label.dataset.reset();
+    host_column.dataset.reset();
+    label_group.reset();
+    for (auto& column : columns) column.dataset.reset();
+    job.reset();
+    time.reset();
+    group.reset();
+  }
+  // A new file: nothing of this table is in it yet.
+  void forget_file() {
+    close_handles();
+    in_file = false;
+    rows = 0;
+    for (auto& column : columns) column.in_file = false;
+    for (auto& label : labels) {
+      label.in_file = false;
+      label.width = 0;
+    }
+    host_column.in_file = false;
+    host_column.width = 0;
+    jobs.clear();
+    jobs_in_attribute = 0;
+  }
+  void clear_buffers() {
+    time_buffer.clear();
+    job_buffer.clear();
+    buffered_points = 0;
+    for (auto& column : columns) {
+      column.buffer.clear();
+      column.has_value = false;
+    }
+    for (auto& label : labels) {
+      label.buffer.clear();
+      label.has_value = false;
+    }
+    host_column.buffer.clear();
+    host_column.has_value = false;
+  }
+};
+
+struct HostGroup {
+  Handle group;
+  bool in_file = false;
+  std::set<std::uint64_t> jobs;
+  std::size_t jobs_in_attribute = 0;
+};
+
+// The symbolic link `path` and the names of the files it points to.
+struct FileSeries {
+  explicit FileSeries(const std::string& configured);
+  fs::path link;
+  fs::path directory;
+  std::string stem;
+  std::string extension;
+
+  fs::path name(std::time_t when, int attempt) const;
+  fs::path free_name(std::time_t when) const;
+  bool is_member(const std::string& file) const;
+};
+
+}  // namespace hdf5
+
+struct Hdf5Output::Impl {
+  Impl(const Options& options, const MetricInfoStore& store, OutputCounters& output_counters);
+  ~Impl();
+
+  const hdf5::FileSeries series;
+  const std::string link_path = series.link.string();
+  const bool per_sensor;  // layout
+  const unsigned complevel;
+  const hsize_t chunk;
+  const double flush_interval;
+  const std::size_t max_buffered_points;
+  const std::uint64_t rotate_size;
+  const double rotate_age;
+  const MetricInfoStore& infos;
+  OutputCounters& counters;
+
+  std::mutex mutex;
+  int lock_fd = -1;
+
+  // The file being written. `swmr`: readers may open it; otherwise it is open for a moment
+  // without SWMR to create objects and complete chunks (or closed after a failure).
+  std::string file_path;
+  hdf5::Handle file;
+  bool swmr = false;
+  std::chrono::steady_clock::time_point file_started;
+  std::chrono::steady_clock::time_point attributes_refreshed;
+  bool file_has_rows = false;
+  int failed_flushes = 0;  // in a row
+  bool abandoned = false;  // given up after failures: the next flush starts a new file
+  std::vector<hid_t> abandoned_files;
+  std::set<std::uint64_t> file_jobs;
+  std::size_t file_jobs_in_attribute = 0;
+
+  // host -> sensor -> table (per_sensor: the host is ""); tables outlive files (their handles are
+  // closed and reopened).
+  std::map<std::string, std::map<std::string, hdf5::Table, std::less<>>, std::less<>> tables;
+  std::map<std::string, hdf5::HostGroup, std::less<>> hosts;
+  std::size_t buffered_points = 0;
+
+  // After a crash: the newest row time of each (host link, sensor link, job) in the files the
+  // killed writer left. lmaster replays the journal from each output's last saved position, which
+  // may be a little older than the last flush that reached the file; rows up to these times are
+  // already stored and are skipped (once a series passes its mark, the mark goes).
+  std::map<std::tuple<std::string, std::string, std::uint64_t>, std::int64_t> stored_before_crash;
+  std::uint64_t skipped_as_stored = 0;
+
+  // --- locking, old files, crash repair (hdf5_repair.cpp) ----------------------------------------
+  void take_lock();
+  void move_away_regular_file();
+  void compact_left_over_files();
+  bool already_stored(const hdf5::Table& table, const Sample& sample);
+  void remember_stored_rows(const std::string& path);
+  void remember_table_rows(const std::string& path, hid_t table, const std::string& where,
+                           const std::string& host_link, const std::string& sensor_link);
+
+  // --- compaction: a closed file rewritten compressed (hdf5_compaction.cpp) ----------------------
+  struct Compaction {
+    std::uintmax_t bytes_before = 0;
+    std::uintmax_t bytes_after = 0;
+    std::size_t tables_cut = 0;
+    double seconds = 0;
+  };
+  std::filesystem::path compaction_name(const std::filesystem::path& file) const;
+  void compact_and_log(const std::string& path);
+  Compaction compact_file(const std::string& path);
+  hdf5::Handle create_group_in(const std::string& path, hid_t parent, const std::string& link,
+                               const std::string& where) const;
+  std::size_t copy_table(const std::string& path, hid_t table, hid_t copy, const std::string& where,
+                         std::set<std::uint64_t>& jobs);
+  void copy_dataset(const std::string& path, hid_t source_group, hid_t target_group,
+                    const std::string& link, hsize_t rows, const std::string& where,
+                    std::set<std::uint64_t>* jobs);
+
+  // --- files: creating, switching and closing them, SWMR mode, attributes (hdf5_files.cpp) -------
+  void warn_about_file_locking() const;
+  hdf5::Handle create_file(const std::string& path) const;
+  void point_link_at(const std::string& target) const;
+  void start_new_file(bool at_start);
+  void close_handles();
+  void leave_swmr();
+  void enter_swmr();
+  void ensure_file();
+  bool attributes_stale() const;
+  void refresh_attributes();
+  bool finish_file();
+  void rotate_if_due();
+
+  // --- objects: groups, tables and datasets in the file (hdf5_objects.cpp) -----------------------
+  hdf5::Handle open_or_create_group(hid_t parent, const std::string& link,
+                                    const std::string& where) const;
+  hdf5::Handle create_dataset(hid_t group, const std::string& link, hid_t file_type,
+                              hid_t fill_type, const void* fill, hsize_t chunk_rows,
+                              const std::string& where) const;
+  void describe(hdf5::Table& table, hdf5::Column& column) const;
+  void open_host(const std::string& host, hdf5::HostGroup& group);
+  void open_table(hdf5::Table& table);
+  hsize_t label_chunk_rows(std::size_t width) const;
+  void create_objects(hdf5::Table& table);
+  static std::size_t label_width(std::size_t longest);
+  void create_label(hdf5::Table& table, hdf5::LabelColumn& label, std::size_t width, hid_t parent,
+                    const std::string& where);
+  bool needs_objects(const hdf5::Table& table) const;
+
+  // --- writing: buffering samples and flushing them (hdf5_output.cpp) ----------------------------
+  void write_values(hdf5::Table& table);
+  void write_label(const hdf5::LabelColumn& label, hsize_t start, hsize_t count,
+                   const std::string& where);
+  void check_free_space(const std::vector<hdf5::Table*>& pending) const;
+  void flush_all();
+  void abandon_file();
+  void flush_rows();
+  void write(std::span<const Sample> samples);
+  std::size_t buffered_rows() const;
+
+  // Runs a step that concerns the whole file, marking its failure as such.
+  template <typename Step>
+  void file_step(Step step) {
+    try {
+      step();
+    } catch (const std::exception& failure) {
+      throw hdf5::FileFailure(failure.what());
+    }
+  }
+};
+
+}  // namespace fructosa::master

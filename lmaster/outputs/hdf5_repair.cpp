@@ -1,0 +1,209 @@
+// What the HDF5 output does at start before it writes: takes the series' lock, moves aside a
+// regular file at `path` (an older lmaster's), repairs and compresses the files a killed writer
+// left open, and reads back their last rows so that samples the journal replays after a crash are
+// not stored twice (already_stored).
+#include "hdf5_output_impl.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <system_error>
+
+namespace fructosa::master {
+
+using namespace hdf5;
+
+void Hdf5Output::Impl::take_lock() {
+  const std::string lock_path = link_path + ".lock";
+  lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0)
+    throw std::runtime_error(fmt::format("HDF5 output {}: cannot open the lock file {}: {}",
+                                         link_path, lock_path, std::strerror(errno)));
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(lock_fd);
+    lock_fd = -1;
+    throw std::runtime_error(fmt::format(
+        "HDF5 output {}: {}", link_path,
+        error == EWOULDBLOCK ? "another lmaster writes this series (it holds " + lock_path + ")"
+                             : "cannot lock " + lock_path + ": " + std::strerror(error)));
+  }
+}
+
+// Older lmasters wrote `path` itself: keep that file under a name of the series.
+void Hdf5Output::Impl::move_away_regular_file() {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(series.link, error);
+  if (!fs::exists(status) || fs::is_symlink(status)) return;
+  if (!fs::is_regular_file(status))
+    throw std::runtime_error(fmt::format(
+        "HDF5 output {}: exists and is neither a file nor a symbolic link", link_path));
+  struct stat status_of_file {};
+  const std::time_t when = ::stat(link_path.c_str(), &status_of_file) == 0
+                               ? status_of_file.st_mtime
+                               : std::time(nullptr);
+  const fs::path kept = series.free_name(when);
+  fs::rename(series.link, kept, error);
+  if (error)
+    throw std::runtime_error(
+        fmt::format("HDF5 output {}: is a regular file and cannot be "
+                    "renamed to {}: {}",
+                    link_path, kept.string(), error.message()));
+  spdlog::warn(
+      "hdf5: {} was a regular file (written by an older lmaster): renamed it to {}; "
+      "{} is now a symbolic link to the file being written",
+      link_path, kept.string(), link_path);
+}
+
+// At start: files of the series whose compression was interrupted, and files a killed lmaster
+// left open (their superblock still says so), are compressed (and so repaired) now.
+void Hdf5Output::Impl::compact_left_over_files() {
+  std::error_code error;
+  std::vector<fs::path> interrupted, left_open, members;
+  for (const auto& entry : fs::directory_iterator(series.directory, error)) {
+    std::error_code type_error;
+    if (!entry.is_regular_file(type_error) || entry.is_symlink(type_error)) continue;
+    const std::string name = entry.path().filename().string();
+    const std::string suffix = ".compact";
+    if (name.size() > 1 + suffix.size() && name[0] == '.' &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string member = name.substr(1, name.size() - 1 - suffix.size());
+      if (!series.is_member(member)) continue;
+      fs::remove(entry.path(), error);
+      if (fs::exists(series.directory / member, error))
+        interrupted.push_back(series.directory / member);
+      continue;
+    }
+    if (!series.is_member(name)) continue;
+    members.push_back(entry.path());
+    auto flags = superblock_flags(entry.path());
+    if (flags && *flags != 0) left_open.push_back(entry.path());
+  }
+  for (auto* files : {&interrupted, &left_open}) {
+    std::sort(files->begin(), files->end());
+    files->erase(std::unique(files->begin(), files->end()), files->end());
+  }
+  for (const auto& path : left_open) {
+    interrupted.erase(std::remove(interrupted.begin(), interrupted.end(), path),
+                      interrupted.end());
+    try {
+      const Compaction done = compact_file(path.string());
+      spdlog::warn(
+          "hdf5: {} was left open by a writer that stopped without closing it: "
+          "repaired and compressed ({} -> {} bytes, {} table(s) cut back to their last "
+          "complete flush) in {:.1f} s",
+          path.string(), done.bytes_before, done.bytes_after, done.tables_cut, done.seconds);
+    } catch (const std::exception& failure) {
+      spdlog::error(
+          "hdf5: {} was left open by a writer that stopped and cannot be repaired: "
+          "{} (SWMR readers can read it; `h5clear -s FILE` lets other readers open it)",
+          path.string(), failure.what());
+    }
+  }
+  for (const auto& path : interrupted) compact_and_log(path.string());
+  if (!left_open.empty()) {
+    // A crash: what the journal replays may be in these files already (or in the newest file,
+    // when the crash came right after a rotation).
+    std::sort(members.begin(), members.end());
+    if (std::find(left_open.begin(), left_open.end(), members.back()) == left_open.end())
+      left_open.push_back(members.back());
+    for (const auto& path : left_open) remember_stored_rows(path.string());
+  }
+}
+
+bool Hdf5Output::Impl::already_stored(const Table& table, const Sample& sample) {
+  auto mark = stored_before_crash.find({hdf5_link_name(sample.host), table.sensor_link, sample.job});
+  if (mark == stored_before_crash.end()) return false;
+  if (sample.time_ns > mark->second) {
+    stored_before_crash.erase(mark);
+    if (stored_before_crash.empty() && skipped_as_stored > 0)
+      spdlog::info("hdf5: {} samples sent again after the crash were already in {} and were not stored twice",
+                   skipped_as_stored, link_path);
+    return false;
+  }
+  ++skipped_as_stored;
+  return true;
+}
+
+// The newest row time per host and job of every table in `path` (its last rows only: a replay
+// after a crash covers seconds). Either layout: a group at the root with a `time` dataset is a
+// per_sensor table, any other group a host's.
+void Hdf5Output::Impl::remember_stored_rows(const std::string& path) {
+  try {
+    Handle access = file_access_properties(path);
+    Handle file = check(path, H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()), H5Fclose,
+                        "cannot open it");
+    for (const auto& top_link : hard_links(path, file.get(), "/")) {
+      Handle top = check(path, H5Oopen(file.get(), top_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + top_link);
+      if (H5Iget_type(top.get()) != H5I_GROUP) continue;
+      if (H5Lexists(top.get(), kTime, H5P_DEFAULT) > 0) {
+        remember_table_rows(path, top.get(), "/" + top_link, "", top_link);
+        continue;
+      }
+      for (const auto& sensor_link : hard_links(path, top.get(), "/" + top_link)) {
+        const std::string where = "/" + top_link + "/" + sensor_link;
+        Handle table = check(path, H5Oopen(top.get(), sensor_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + where);
+        if (H5Iget_type(table.get()) == H5I_GROUP) remember_table_rows(path, table.get(), where, top_link, sensor_link);
+      }
+    }
+  } catch (const std::exception& failure) {
+    spdlog::warn("hdf5: cannot read the last rows of {} ({}): samples sent again after the crash may be "
+                 "stored twice", path, failure.what());
+  }
+}
+
+// One table's marks; `host_link` "" for a per_sensor table, whose rows name their host.
+void Hdf5Output::Impl::remember_table_rows(const std::string& path, hid_t table,
+                                           const std::string& where, const std::string& host_link,
+                                           const std::string& sensor_link) {
+  constexpr hsize_t kTailRows = 1 << 16;
+  const bool host_column = host_link.empty();
+  if (H5Lexists(table, kTime, H5P_DEFAULT) <= 0 || H5Lexists(table, kJob, H5P_DEFAULT) <= 0 ||
+      (host_column && H5Lexists(table, kHost, H5P_DEFAULT) <= 0))
+    return;
+  Handle time = check(path, H5Dopen2(table, kTime, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/time");
+  Handle job = check(path, H5Dopen2(table, kJob, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/job");
+  Handle host;
+  hsize_t rows = std::min(dataset_rows(path, time.get(), where + "/time"),
+                          dataset_rows(path, job.get(), where + "/job"));
+  if (host_column) {
+    host = check(path, H5Dopen2(table, kHost, H5P_DEFAULT), H5Dclose, "cannot open " + where + "/host");
+    rows = std::min(rows, dataset_rows(path, host.get(), where + "/host"));
+  }
+  const hsize_t start = rows > kTailRows ? rows - kTailRows : 0;
+  std::vector<std::int64_t> times(rows - start);
+  std::vector<std::uint64_t> jobs(rows - start);
+  read_rows(path, time.get(), H5T_NATIVE_INT64, start, rows - start, times.data(), where + "/time");
+  read_rows(path, job.get(), H5T_NATIVE_UINT64, start, rows - start, jobs.data(), where + "/job");
+  std::vector<char> hosts;
+  std::size_t width = 0;
+  if (host_column) {
+    Handle type = check(path, H5Dget_type(host.get()), H5Tclose, "cannot read " + where + "/host");
+    width = H5Tget_size(type.get());
+    if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0 || width == 0)
+      fail(path, where + "/host is not a fixed-length string");
+    hosts.resize((rows - start) * width);
+    read_rows(path, host.get(), type.get(), start, rows - start, hosts.data(), where + "/host");
+  }
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    if (times[i] == 0) continue;  // grown, never written
+    std::string row_host_link = host_link;
+    if (host_column) {
+      const char* text = hosts.data() + i * width;
+      row_host_link = hdf5_link_name(std::string(text, strnlen(text, width)));
+    }
+    auto& mark = stored_before_crash[{row_host_link, sensor_link, jobs[i]}];
+    mark = std::max(mark, times[i]);
+  }
+}
+
+}  // namespace fructosa::master

@@ -1,0 +1,236 @@
+// The HDF5 wrappers declared (and documented) in hdf5_support.h.
+#include "hdf5_support.h"
+
+#include <fmt/format.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+
+namespace fructosa::master::hdf5 {
+
+void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+namespace {
+
+herr_t innermost_error(unsigned n, const H5E_error2_t* error, void* data) {
+  if (n == 0 && error->desc) *static_cast<std::string*>(data) = error->desc;
+  return 0;
+}
+
+}  // namespace
+
+std::string hdf5_error() {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, &detail);
+  return detail.empty() ? "unknown HDF5 error" : detail;
+}
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw std::runtime_error(fmt::format("HDF5 output {}: {}: {}", file, what, hdf5_error()));
+}
+Handle check(const std::string& file, hid_t id, Handle::Closer close, const std::string& what) {
+  if (id < 0) fail(file, what);
+  return Handle(id, close);
+}
+void check(const std::string& file, herr_t status, const std::string& what) {
+  if (status < 0) fail(file, what);
+}
+
+std::string utc_stamp(std::time_t when, const char* format) {
+  std::tm parts{};
+  gmtime_r(&when, &parts);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), format, &parts);
+  return text.data();
+}
+
+namespace {
+
+herr_t collect_hard_link(hid_t, const char* name, const H5L_info_t* info, void* data) {
+  if (info->type == H5L_TYPE_HARD) static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> hard_links(const std::string& file, hid_t group,
+                                    const std::string& where) {
+  std::vector<std::string> links;
+  check(file, H5Literate(group, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, collect_hard_link, &links),
+        "cannot list " + where);
+  return links;
+}
+
+// --- attributes --------------------------------------------------------------------------------
+
+Handle text_type(std::size_t size) {
+  hid_t type = H5Tcopy(H5T_C_S1);
+  if (type >= 0 && (H5Tset_size(type, size) < 0 || H5Tset_cset(type, H5T_CSET_UTF8) < 0 ||
+                    (size != H5T_VARIABLE && H5Tset_strpad(type, H5T_STR_NULLPAD) < 0))) {
+    H5Tclose(type);
+    type = H5I_INVALID_HID;
+  }
+  return Handle(type, H5Tclose);
+}
+
+void write_attribute(const std::string& file, hid_t object, const char* name, hid_t type,
+                     hid_t space, const void* data, const std::string& where) {
+  const std::string what = fmt::format("cannot write attribute {} of {}", name, where);
+  if (H5Aexists(object, name) > 0) check(file, H5Adelete(object, name), what);
+  Handle attribute =
+      check(file, H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, what);
+  check(file, H5Awrite(attribute.get(), type, data), what);
+}
+
+void write_text_attribute(const std::string& file, hid_t object, const char* name,
+                          const std::string& value, const std::string& where) {
+  Handle type = text_type(H5T_VARIABLE);
+  if (!type) fail(file, "cannot make a string type");
+  Handle space = check(file, H5Screate(H5S_SCALAR), H5Sclose, "cannot make a dataspace");
+  const char* text = value.c_str();
+  write_attribute(file, object, name, type.get(), space.get(), &text, where);
+}
+
+void write_jobs_attribute(const std::string& file, hid_t object,
+                          const std::set<std::uint64_t>& jobs, const std::string& where) {
+  std::vector<std::uint64_t> sorted(jobs.begin(), jobs.end());
+  hsize_t count = sorted.size();
+  Handle space = check(file, count > 0 ? H5Screate_simple(1, &count, nullptr) : H5Screate(H5S_NULL),
+                       H5Sclose, "cannot make a dataspace");
+  // HDF5 1.10 refuses a null buffer even for an empty (H5S_NULL) attribute.
+  const std::uint64_t none = 0;
+  write_attribute(file, object, "jobs", H5T_STD_U64LE, space.get(), sorted.empty() ? &none : sorted.data(), where);
+}
+
+namespace {
+
+struct AttributeCopy {
+  hid_t target;
+  const char* skip;  // an attribute not to copy (recomputed instead), or nullptr
+};
+
+herr_t copy_one_attribute(hid_t source, const char* name, const H5A_info_t*, void* data) {
+  const auto* copy = static_cast<const AttributeCopy*>(data);
+  if (copy->skip && std::strcmp(name, copy->skip) == 0) return 0;
+  Handle attribute(H5Aopen(source, name, H5P_DEFAULT), H5Aclose);
+  Handle type(attribute ? H5Aget_type(attribute.get()) : -1, H5Tclose);
+  Handle space(attribute ? H5Aget_space(attribute.get()) : -1, H5Sclose);
+  if (!attribute || !type || !space) return -1;
+  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  std::vector<unsigned char> buffer(
+      std::max<std::size_t>(1, static_cast<std::size_t>(points) * H5Tget_size(type.get())));
+  if (H5Aread(attribute.get(), type.get(), buffer.data()) < 0) return -1;
+  Handle copied(H5Acreate2(copy->target, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT),
+                H5Aclose);
+  herr_t status = copied ? H5Awrite(copied.get(), type.get(), buffer.data()) : -1;
+  if (H5Tdetect_class(type.get(), H5T_VLEN) > 0 || H5Tis_variable_str(type.get()) > 0)
+    H5Dvlen_reclaim(type.get(), space.get(), H5P_DEFAULT, buffer.data());
+  return status < 0 ? -1 : 0;
+}
+
+}  // namespace
+
+void copy_attributes(const std::string& file, hid_t source, hid_t target, const char* skip,
+                     const std::string& where) {
+  AttributeCopy copy{target, skip};
+  check(file,
+        H5Aiterate2(source, H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, copy_one_attribute, &copy),
+        "cannot copy the attributes of " + where);
+}
+
+// --- datasets and properties -------------------------------------------------------------------
+
+hsize_t dataset_rows(const std::string& file, hid_t dataset, const std::string& where) {
+  Handle space = check(file, H5Dget_space(dataset), H5Sclose, "cannot read the size of " + where);
+  hsize_t rows = 0;
+  if (H5Sget_simple_extent_ndims(space.get()) != 1 ||
+      H5Sget_simple_extent_dims(space.get(), &rows, nullptr) < 0)
+    fail(file, "cannot read the size of " + where);
+  return rows;
+}
+
+void read_rows(const std::string& file, hid_t dataset, hid_t memory_type, hsize_t start, hsize_t count,
+               void* data, const std::string& where) {
+  if (count == 0) return;
+  const std::string what = "cannot read " + where;
+  Handle file_space = check(file, H5Dget_space(dataset), H5Sclose, what);
+  check(file,
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr),
+        what);
+  Handle memory_space = check(file, H5Screate_simple(1, &count, nullptr), H5Sclose, what);
+  check(file,
+        H5Dread(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data),
+        what);
+}
+
+void append(const std::string& file, hid_t dataset, hid_t memory_type, const void* data,
+            hsize_t start, hsize_t count, const std::string& where) {
+  const std::string what = "cannot append to " + where;
+  hsize_t size = start + count;
+  check(file, H5Dset_extent(dataset, &size), what);
+  Handle file_space = check(file, H5Dget_space(dataset), H5Sclose, what);
+  check(file,
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr),
+        what);
+  Handle memory_space = check(file, H5Screate_simple(1, &count, nullptr), H5Sclose, what);
+  check(file,
+        H5Dwrite(dataset, memory_type, memory_space.get(), file_space.get(), H5P_DEFAULT, data),
+        what);
+}
+
+Handle group_creation_properties(const std::string& file) {
+  Handle properties = check(file, H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "cannot make properties");
+  // h5py lists members in creation order when it is tracked: time, job, then the keys as they
+  // came.
+  check(file,
+        H5Pset_link_creation_order(properties.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
+        "cannot track creation order");
+  check(file, H5Pset_obj_track_times(properties.get(), false), "cannot set properties");
+  return properties;
+}
+
+Handle link_creation_properties(const std::string& file) {
+  Handle properties = check(file, H5Pcreate(H5P_LINK_CREATE), H5Pclose, "cannot make properties");
+  check(file, H5Pset_char_encoding(properties.get(), H5T_CSET_UTF8), "cannot set UTF-8 names");
+  return properties;
+}
+
+Handle file_access_properties(const std::string& file) {
+  Handle access = check(file, H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot make properties");
+  // SWMR needs the latest format (checksummed metadata).
+  check(file, H5Pset_libver_bounds(access.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST),
+        "cannot set the library version bounds");
+  // lmaster is the only writer of its files (its lock file says so). A reader that holds the file
+  // open holds a shared flock on it, which would make every reopen (leave_swmr) fail for as long as the
+  // reader stays: the writer does without the lock (HDF5_USE_FILE_LOCKING=TRUE overrides this).
+  check(file, H5Pset_file_locking(access.get(), false, true), "cannot turn file locking off");
+  // No chunk cache: an append to an uncompressed chunk then writes only its new rows, where a
+  // cached chunk is written whole at every flush (32 KiB for 4096 rows), for every dataset. Set
+  // for the file, as H5Fstart_swmr_write reopens the open datasets with the file's defaults.
+  check(file, H5Pset_cache(access.get(), 0, 1, 0, 0.75), "cannot turn the chunk cache off");
+  return access;
+}
+
+std::optional<std::uintmax_t> free_bytes(const fs::path& directory) {
+  struct statvfs info {};
+  if (::statvfs(directory.c_str(), &info) != 0) return std::nullopt;
+  return static_cast<std::uintmax_t>(info.f_bavail) * info.f_frsize;
+}
+
+// --- superblock --------------------------------------------------------------------------------
+
+std::optional<unsigned> superblock_flags(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<unsigned char, 12> head{};
+  if (!in.read(reinterpret_cast<char*>(head.data()), head.size())) return std::nullopt;
+  static constexpr std::array<unsigned char, 8> kSignature{0x89, 'H',  'D',  'F',
+                                                           '\r', '\n', 0x1a, '\n'};
+  if (!std::equal(kSignature.begin(), kSignature.end(), head.begin()) || head[8] < 2)
+    return std::nullopt;
+  return head[11];
+}
+
+}  // namespace fructosa::master::hdf5
