@@ -47,6 +47,9 @@
 // Budget: segment files together stay within max_bytes. When an append needs room, the oldest
 // segments are deleted with the batches in them that lmaster had not acknowledged; those are
 // counted (stats().dropped_batches / dropped_samples) and logged with their sequence range.
+//
+// This file and agent_spool.cpp: the segment log (files, recovery, budget, acknowledgements);
+// spool_format.*: the bytes of a record and of the state files.
 #pragma once
 
 #include <chrono>
@@ -62,46 +65,15 @@
 #include <vector>
 
 #include "metric.h"
+#include "spool_format.h"
 
 namespace fructosa::agent {
-
-// A spool that cannot be used (directory not writable, held by another lagent, disk error).
-class SpoolError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct SpoolStats {
   std::uint64_t bytes = 0;            // segment files on disk
   std::uint64_t batches = 0;          // batches kept, not yet acknowledged
   std::uint64_t dropped_batches = 0;  // since this spool was opened
   std::uint64_t dropped_samples = 0;
-};
-
-// The names (sensors, metric keys, labels) of the batch being encoded, numbered in the order
-// they first appear in it. Remembered from batch to batch, so that a batch of names seen before
-// costs a lookup each and no allocation.
-class BatchNames {
- public:
-  void start_batch();
-  std::uint32_t id(std::string_view name);
-  const std::vector<std::string_view>& in_batch() const { return in_batch_; }
-  std::size_t remembered() const { return known_.size(); }
-  // Beyond this many names remembered, the next batch starts afresh.
-  static constexpr std::size_t kMaxKnown = 1 << 16;
-
- private:
-  struct Entry {
-    std::uint32_t id = 0;
-    std::uint64_t batch = 0;  // the batch `id` is for
-  };
-  struct Hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
-  };
-  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> known_;
-  std::vector<std::string_view> in_batch_;  // views of known_'s keys (nodes do not move)
-  std::uint64_t batch_ = 0;
 };
 
 class AgentSpool {

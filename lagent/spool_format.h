@@ -1,0 +1,89 @@
+// The agent spool's on-disk format (the layout is described in agent_spool.h): records of
+// self-contained samples, each with its own string table (BatchNames numbers the names while a
+// record is encoded), and the small CRC-checked state files `acked` and `reserved`. Internal to
+// lagent.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "metric.h"
+
+namespace fructosa::agent {
+
+// A spool that cannot be used (directory not writable, held by another lagent, disk error).
+class SpoolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The names (sensors, metric keys, labels) of the batch being encoded, numbered in the order
+// they first appear in it. Remembered from batch to batch, so that a batch of names seen before
+// costs a lookup each and no allocation.
+class BatchNames {
+ public:
+  void start_batch();
+  std::uint32_t id(std::string_view name);
+  const std::vector<std::string_view>& in_batch() const { return in_batch_; }
+  std::size_t remembered() const { return known_.size(); }
+  // Beyond this many names remembered, the next batch starts afresh.
+  static constexpr std::size_t kMaxKnown = 1 << 16;
+
+ private:
+  struct Entry {
+    std::uint32_t id = 0;
+    std::uint64_t batch = 0;  // the batch `id` is for
+  };
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> known_;
+  std::vector<std::string_view> in_batch_;  // views of known_'s keys (nodes do not move)
+  std::uint64_t batch_ = 0;
+};
+
+namespace spool_format {
+
+constexpr std::uint32_t kRecordMagic = 0x31534146;  // "FAS1" in a little-endian file
+constexpr std::uint32_t kStateMagic = 0x31545346;   // "FST1"
+constexpr std::size_t kHeaderBytes = 16;             // magic, body bytes, CRC, samples
+constexpr std::size_t kMaxRecordBytes = 256u << 20;  // larger lengths are garbage
+
+template <class T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+template <class T>
+T get(const char* p) {
+  T value;
+  std::memcpy(&value, p, sizeof value);
+  return value;
+}
+
+// Batch `sequence` as one record, header included, into `record`; `samples_part` and `names`
+// are scratch space kept from batch to batch.
+void encode_record(std::uint64_t sequence, const std::vector<Sample>& samples, BatchNames& names,
+                   std::string& samples_part, std::string& record);
+// The samples of a record's body (after its header); `where` names it in the SpoolError thrown
+// when the body is malformed.
+std::vector<Sample> decode_body(std::string_view body, const std::string& where);
+
+// A state file's content, and its value read back (false: missing, torn or corrupt).
+std::string encode_state(std::uint64_t value);
+bool read_state(const std::filesystem::path& path, std::uint64_t& value);
+
+// pwrite/pread of all of `data` at `offset`, through EINTR and short counts; false on error.
+bool write_all_at(int fd, const std::string& data, std::uint64_t offset);
+bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset);
+
+}  // namespace spool_format
+}  // namespace fructosa::agent
