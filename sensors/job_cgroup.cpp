@@ -15,13 +15,20 @@
 //                            v2 io.stat rbytes/wbytes/rios/wios summed over devices;
 //                            v1 blkio.throttle.io_service_bytes(_recursive) and io_serviced
 //   tasks                    processes in the job's cgroup and below
+//   cpus, memory.limit       its allocation: CPUs of its cpuset (v1 cpuset.effective_cpus or
+//                            cpuset.cpus, v2 cpuset.cpus.effective), its memory limit (v1
+//                            memory.limit_in_bytes, v2 memory.max; left out when unlimited)
+// Labels: cpu_source (above); user, the owner of the job's processes (what fructosa-report
+// shows and filters on).
 // The node sample has `jobs`, the number of jobs running. A file the job's cgroup lacks (a
 // controller not enabled for it) leaves that metric out, and the log says so once per job; a
 // job that ended during the reading is left out of the round. A job's files stay open while it runs (HeldFiles: one pread each
 // per round instead of a path lookup, an open, reads and a close).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -29,6 +36,7 @@
 #include "hwmon.h"
 #include "job_process_cpu.h"
 #include "jobs.h"
+#include "perf_events.h"
 #include "procfs.h"
 #include "sensor.h"
 
@@ -51,6 +59,8 @@ const Catalog kCatalog{
     {"io.reads", Unit::count, Kind::counter, "block device read operations"},
     {"io.writes", Unit::count, Kind::counter, "block device write operations"},
     {"tasks", Unit::count, Kind::gauge, "processes in the job's cgroup and its descendants"},
+    {"cpus", Unit::count, Kind::gauge, "CPUs the job may run on (its cpuset): its allocation"},
+    {"memory.limit", Unit::bytes, Kind::gauge, "the job's memory limit (left out when it has none)"},
 };
 
 // Per job: its CPU from its processes when its cgroups account none, and whether the log said
@@ -58,7 +68,23 @@ const Catalog kCatalog{
 struct JobState {
   ProcessCpuTime process_cpu;
   bool told = false;
+  std::string user;  // the owner of its processes, once one was seen
 };
+
+// v1 memory.limit_in_bytes says "no limit" with the largest page-aligned value (2^63 - 4096 on
+// x86-64): anything that large is no limit.
+constexpr std::uint64_t kNoMemoryLimit = std::uint64_t{1} << 62;
+
+// The user name of the owner of <proc>/<pid> ("" when the process is gone; the uid when no
+// name is known for it).
+std::string owner_of(const std::string& proc_root, int pid) {
+  struct stat info;
+  if (::stat(fmt::format("{}/{}", proc_root, pid).c_str(), &info) != 0) return {};
+  struct passwd entry, *found = nullptr;
+  char buffer[1024];
+  if (::getpwuid_r(info.st_uid, &entry, buffer, sizeof buffer, &found) == 0 && found) return found->pw_name;
+  return std::to_string(info.st_uid);
+}
 
 // Once per job: the keys its cgroups cannot give, why, and what gives them.
 void tell_what_is_missing(const JobCgroup& job, bool cpu_from_processes, bool have_memory, bool have_io) {
@@ -243,6 +269,8 @@ class JobCgroupSensor final : public Sensor {
 
     // Ended (its cgroups gone, no process left), or nothing accounted.
     if (values.empty() || (cpu_from_processes && !tasks)) return;
+    read_allocation(job, values);
+    if (state.user.empty() && !processes().empty()) state.user = owner_of(jobs_->proc_root(), processes().front());
     if (!state.told) {
       tell_what_is_missing(job, cpu_from_processes, have_memory, have_io);
       state.told = true;
@@ -250,6 +278,34 @@ class JobCgroupSensor final : public Sensor {
     out.begin_job(job.id);
     for (const auto& value : values) out.set(value.key, value.value);
     out.label("cpu_source", cpu_from_processes ? "processes" : "cgroup");
+    if (!state.user.empty()) out.label("user", state.user);
+  }
+
+  // What the job was given: the CPUs of its cpuset and its memory limit.
+  template <class Values>
+  void read_allocation(const JobCgroup& job, Values& values) {
+    std::string cpuset = job.dir("cpuset");
+    std::vector<std::string> files;  // the first that lists CPUs counts
+    if (!cpuset.empty() && cpuset != job.unified)
+      files = {cpuset + "/cpuset.effective_cpus", cpuset + "/cpuset.cpus"};
+    else if (!job.unified.empty())
+      files = {job.unified + "/cpuset.cpus.effective"};
+    for (const auto& file : files) {
+      auto text = files_.read(file);
+      auto list = text ? perf::parse_cpu_list(*text) : std::nullopt;
+      if (list && !list->empty()) {
+        values.push_back({"cpus", static_cast<double>(list->size())});
+        break;
+      }
+    }
+
+    std::string memory = job.dir("memory");
+    std::optional<std::uint64_t> limit;
+    if (!memory.empty() && memory != job.unified)
+      limit = read_number(files_, memory + "/memory.limit_in_bytes");
+    else if (!job.unified.empty())
+      limit = read_number(files_, job.unified + "/memory.max");  // "max" is no number: no limit
+    if (limit && *limit < kNoMemoryLimit) values.push_back({"memory.limit", static_cast<double>(*limit)});
   }
 
   // value / divisor (a division: 400000 us is 0.4 s, not 0.39999999999999997).

@@ -1,6 +1,8 @@
 // A job's CPU from its processes (sensors/job_process_cpu.*) when its cgroups account none, and
 // which processes are a job's: Slurm's slurmstepd is not (sensors/cgroup_process_tree.cpp).
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -226,6 +228,13 @@ TEST(RecordedSlurmTree, WithoutCpuacctTheCpuComesFromTheJobsProcesses) {
   EXPECT_EQ(first.values["tasks"], 5);
   EXPECT_EQ(first.values["memory.current"], 6066176);
   EXPECT_EQ(first.values.count("io.read_bytes"), 0u) << "Slurm makes no blkio cgroup on v1";
+  // Its allocation: cpuset.cpus "0", memory.limit_in_bytes of --mem=200M; its owner.
+  EXPECT_EQ(first.values["cpus"], 1);
+  EXPECT_EQ(first.values["memory.limit"], 200 << 20);
+  struct stat info;
+  ASSERT_EQ(::stat((proc + "/1005").c_str(), &info), 0);
+  const passwd* owner = ::getpwuid(info.st_uid);
+  EXPECT_EQ(first.labels["user"], owner ? std::string(owner->pw_name) : std::to_string(info.st_uid));
 
   // Step 0's sleep ends (its parent slurmstepd reaps it, outside the job): the job keeps it.
   std::ofstream(dir.file("sys/fs/cgroup/freezer/slurm_node1/uid_0/job_1/step_0/cgroup.procs"));

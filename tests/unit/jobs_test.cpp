@@ -274,6 +274,9 @@ TEST(JobCgroupSensor, ReadsCgroupV2Accounting) {
   EXPECT_EQ(job["io.reads"], 101);
   EXPECT_EQ(job["io.writes"], 200);
   EXPECT_EQ(job["tasks"], 2);
+  EXPECT_EQ(job["cpus"], 5) << "cpuset.cpus.effective 0-3,8";
+  EXPECT_EQ(job["memory.limit"], 2147483648);
+  EXPECT_EQ(values[98765].count("memory.limit"), 0u) << "memory.max 'max': no limit, left out";
   EXPECT_EQ(values[98765].count("memory.peak"), 0u) << "no memory.peak before kernel 5.19: left out, not 0";
   EXPECT_DOUBLE_EQ(values[98765]["cpu.user"], 0.4);
 }
