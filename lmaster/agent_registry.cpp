@@ -11,21 +11,14 @@
 
 #include "master_catalog.h"
 #include "output.h"
+#include "utc_time.h"
 
 namespace fructosa::master {
 namespace {
 
 constexpr double kNs = 1e9;
 
-std::string utc(std::int64_t ns) {
-  if (ns <= 0) return "never";
-  std::time_t seconds = static_cast<std::time_t>(ns / 1'000'000'000);
-  std::tm tm{};
-  ::gmtime_r(&seconds, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
+std::string utc(std::int64_t ns) { return ns <= 0 ? "never" : utc_iso8601(ns); }
 
 }  // namespace
 

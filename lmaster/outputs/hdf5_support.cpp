@@ -11,23 +11,6 @@
 
 namespace fructosa::master::hdf5 {
 
-void quiet_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-
-namespace {
-
-herr_t innermost_error(unsigned n, const H5E_error2_t* error, void* data) {
-  if (n == 0 && error->desc) *static_cast<std::string*>(data) = error->desc;
-  return 0;
-}
-
-}  // namespace
-
-std::string hdf5_error() {
-  std::string detail;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, &detail);
-  return detail.empty() ? "unknown HDF5 error" : detail;
-}
-
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
   throw std::runtime_error(fmt::format("HDF5 output {}: {}: {}", file, what, hdf5_error()));
 }
@@ -218,19 +201,6 @@ std::optional<std::uintmax_t> free_bytes(const fs::path& directory) {
   struct statvfs info {};
   if (::statvfs(directory.c_str(), &info) != 0) return std::nullopt;
   return static_cast<std::uintmax_t>(info.f_bavail) * info.f_frsize;
-}
-
-// --- superblock --------------------------------------------------------------------------------
-
-std::optional<unsigned> superblock_flags(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::array<unsigned char, 12> head{};
-  if (!in.read(reinterpret_cast<char*>(head.data()), head.size())) return std::nullopt;
-  static constexpr std::array<unsigned char, 8> kSignature{0x89, 'H',  'D',  'F',
-                                                           '\r', '\n', 0x1a, '\n'};
-  if (!std::equal(kSignature.begin(), kSignature.end(), head.begin()) || head[8] < 2)
-    return std::nullopt;
-  return head[11];
 }
 
 }  // namespace fructosa::master::hdf5

@@ -18,53 +18,17 @@
 #include <utility>
 #include <vector>
 
+#include "hdf5_basics.h"
+
 namespace fructosa::master::hdf5 {
 
 namespace fs = std::filesystem;
 
-// Owns one hid_t and closes it with the matching H5?close.
-class Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Handle() = default;
-  Handle(hid_t id, Closer close) : id_(id), close_(close) {}
-  Handle(Handle&& other) noexcept
-      : id_(std::exchange(other.id_, H5I_INVALID_HID)), close_(other.close_) {}
-  Handle& operator=(Handle&& other) noexcept {
-    if (this != &other) {
-      reset();
-      id_ = std::exchange(other.id_, H5I_INVALID_HID);
-      close_ = other.close_;
-    }
-    return *this;
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() { reset(); }
-
-  // Returns the close call's status (negative: HDF5 could not write what it held).
-  herr_t reset() {
-    herr_t status = 0;
-    if (id_ >= 0 && close_) status = close_(id_);
-    id_ = H5I_INVALID_HID;
-    return status;
-  }
-  hid_t get() const { return id_; }
-  explicit operator bool() const { return id_ >= 0; }
-  // Forgets the id without closing it.
-  hid_t release() { return std::exchange(id_, H5I_INVALID_HID); }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
-  Closer close_ = nullptr;
-};
-
-// HDF5's error stack is per thread (thread-safe build): silence it on every entry point.
-void quiet_hdf5();
-
-// The most specific message on this thread's HDF5 error stack (e.g. "unable to open file:
-// name = '...', errno = 2, error message = 'No such file or directory', ...").
-std::string hdf5_error();
+// The handle, quiet_hdf5(), hdf5_error() and superblock_flags() shared with fructosa-report.
+using h5::Handle;
+using h5::hdf5_error;
+using h5::quiet_hdf5;
+using h5::superblock_flags;
 
 // A failure of the file as a whole (reopen, flush), as opposed to one table's.
 class FileFailure : public std::runtime_error {
@@ -117,11 +81,5 @@ Handle link_creation_properties(const std::string& file);
 Handle file_access_properties(const std::string& file);
 // Bytes that may still be written on the file system holding `directory`.
 std::optional<std::uintmax_t> free_bytes(const fs::path& directory);
-
-// --- superblock --------------------------------------------------------------------------------
-
-// The file consistency flags of an HDF5 file's version 2/3 superblock (at offset 0): non-zero
-// while a writer has it open, and left so by a writer that was killed. nullopt: not such a file.
-std::optional<unsigned> superblock_flags(const fs::path& path);
 
 }  // namespace fructosa::master::hdf5
