@@ -12,7 +12,7 @@ else()
 endif()
 option(FRUCTOSA_INSTALL_OPENRC "Install the OpenRC scripts into <sysconfdir>/init.d and conf.d" ${openrc_default})
 
-install(TARGETS lagent lmaster RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS lagent lmaster fructosa-report RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 if(TARGET make-dashboard)
   install(TARGETS make-dashboard RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
@@ -24,23 +24,31 @@ endif()
 
 # Man pages made from each program's --help.
 set(man_pages)
-foreach(entry "lagent|fructosa node agent|lmaster(8), make-dashboard(1)"
-              "lmaster|fructosa master|lagent(8), make-dashboard(1)")
+foreach(entry "lagent|8|fructosa node agent|lmaster(8), make-dashboard(1), fructosa-report(1)"
+              "lmaster|8|fructosa master|lagent(8), make-dashboard(1), fructosa-report(1)"
+              "fructosa-report|1|what a batch job did: efficiency, verdict and advice|lmaster(8), lagent(8), /usr/share/doc/fructosa/report.md,")
   string(REPLACE "|" ";" entry "${entry}")
   list(GET entry 0 program)
-  list(GET entry 1 summary)
-  list(GET entry 2 see_also)
-  set(page ${PROJECT_BINARY_DIR}/man/${program}.8)
+  list(GET entry 1 section)
+  list(GET entry 2 summary)
+  list(GET entry 3 see_also)
+  set(page ${PROJECT_BINARY_DIR}/man/${program}.${section})
+  set(command_sections)
+  if(section EQUAL 1)  # a command, not a daemon: no pidfile, its own exit status
+    set(command_sections
+        "-DFILES_ROFF=.TP^.I /etc/fructosa/lmaster.conf^where its [hdf5] path names the files read (-c)"
+        "-DEXIT_ROFF=0 on success, 1 when a job has no data or the data cannot be read, 2 on a usage error.")
+  endif()
   add_custom_command(OUTPUT ${page}
-    COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${program}> -DNAME=${program} -DSECTION=8
+    COMMAND ${CMAKE_COMMAND} -DPROGRAM=$<TARGET_FILE:${program}> -DNAME=${program} -DSECTION=${section}
             "-DSUMMARY=${summary}" "-DSEE_ALSO=${see_also}" -DVERSION=${PROJECT_VERSION} -DOUT=${page}
-            -P ${PROJECT_SOURCE_DIR}/cmake/help_to_man.cmake
+            ${command_sections} -P ${PROJECT_SOURCE_DIR}/cmake/help_to_man.cmake
     DEPENDS ${program} ${PROJECT_SOURCE_DIR}/cmake/help_to_man.cmake
-    COMMENT "Writing the man page ${program}(8) from ${program} --help" VERBATIM)
+    COMMENT "Writing the man page ${program}(${section}) from ${program} --help" VERBATIM)
   list(APPEND man_pages ${page})
+  install(FILES ${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
 endforeach()
 add_custom_target(man_pages ALL DEPENDS ${man_pages})
-install(FILES ${man_pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 
 file(GLOB user_docs ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${user_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
@@ -60,7 +68,7 @@ set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME fructosa)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "fructosa maintainers <root@localhost>")
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "HPC cluster performance monitoring: node agent (lagent) and master (lmaster)")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "HPC cluster performance monitoring: node agent (lagent), master (lmaster), job reports (fructosa-report)")
 set(CPACK_PACKAGE_DESCRIPTION "lagent samples every node (psutil-compatible sensors, per-job cgroup,
 taskstats, perf, GPU, RAPL, IPMI, InfiniBand, Lustre) and sends to lmaster, which writes Graphite,
 HDF5, Elasticsearch and stdout. systemd units and OpenRC scripts included.")

@@ -71,9 +71,10 @@ class DebianPackageTest(unittest.TestCase):
             self.assertTrue(os.access(os.path.join(control, script), os.X_OK), script)
             run(["sh", "-n", os.path.join(control, script)])
         files = run(["dpkg-deb", "-c", self.deb]).stdout
-        for path in ("./usr/bin/lagent", "./usr/bin/lmaster", "./usr/lib/systemd/system/lagent.service",
+        for path in ("./usr/bin/lagent", "./usr/bin/lmaster", "./usr/bin/fructosa-report", "./usr/lib/systemd/system/lagent.service",
                      "./usr/lib/systemd/system/lmaster.service", "./usr/lib/sysusers.d/fructosa.conf",
-                     "./usr/share/man/man8/lagent.8", "./usr/share/fructosa/openrc/init.d/fructosa"):
+                     "./usr/share/man/man8/lagent.8", "./usr/share/man/man1/fructosa-report.1",
+                     "./usr/share/fructosa/openrc/init.d/fructosa"):
             self.assertIn(path, files)
 
     @unittest.skipUnless(os.geteuid() == 0, "dpkg -i needs root (run the test suite as root to include it)")

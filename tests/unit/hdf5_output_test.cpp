@@ -194,15 +194,6 @@ TEST(Hdf5Output, WriteRefusesSamplesOnceTooManyWaitForAFailingFile) {
 
 // --- a SWMR reader in another process ----------------------------------------------------------
 
-bool wait_for_file(const std::string& path) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!fs::exists(path)) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
-
 // The reader's side of SwmrReaderSeesRowsWhileTheOutputWrites, in a process of its own (in one
 // process HDF5 would share the writer's open file instead of reading the disk).
 TEST(Hdf5SwmrReaderChild, Read) {

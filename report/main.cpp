@@ -1,0 +1,170 @@
+// fructosa-report: what a batch job did, a verdict and advice, from what lmaster stored.
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <ctime>
+#include <iostream>
+
+#include "analysis.h"
+#include "config.h"
+#include "hdf5_source.h"
+#include "render.h"
+
+namespace po = boost::program_options;
+using namespace fructosa;
+using namespace fructosa::report;
+
+namespace {
+
+const char* kUsage = R"(Usage:
+  fructosa-report [options] JOBID...
+  fructosa-report --list [--since TIME] [--until TIME] [--user USER] [options]
+
+Prints the report of each job: elapsed time, CPU efficiency against the CPUs it was given,
+memory peak against its limit, I/O, per node with a sparkline of its cores and memory, and a
+verdict with advice (docs/report.md). --list lists the jobs seen, one line each with its
+verdict. The data is what lmaster's HDF5 output stored: the series of files of its [hdf5]
+path (read from -c), or the file or directory given with --data.
+
+Exit status: 0; 1 when a job has no data or the data cannot be read; 2 on a usage error.
+
+Options)";
+
+// "2026-11-25", "2026-11-25T18:00:00", "2026-11-25 18:00" (UTC) or seconds since the epoch.
+std::optional<std::int64_t> parse_time(const std::string& text) {
+  char* end = nullptr;
+  double seconds = std::strtod(text.c_str(), &end);
+  if (end && *end == '\0' && !text.empty()) return static_cast<std::int64_t>(seconds * 1e9);
+  for (const char* format : {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"}) {
+    std::tm tm{};
+    const char* rest = ::strptime(text.c_str(), format, &tm);
+    if (rest && (*rest == '\0' || (*rest == 'Z' && rest[1] == '\0')))
+      return static_cast<std::int64_t>(::timegm(&tm)) * 1'000'000'000;
+  }
+  return std::nullopt;
+}
+
+// lmaster.conf's [hdf5] path, made absolute against the file's directory as lmaster does.
+std::string hdf5_path_of(const std::string& config) {
+  IniFile file = IniFile::load(config);
+  const IniSection* section = file.find("hdf5");
+  if (!section) throw ConfigError(config + ": no [hdf5] section: lmaster writes no HDF5 files (give --data)");
+  for (const auto& entry : section->entries)
+    if (equal_ignoring_case(entry.key, "path")) return resolve_config_path(config, entry.value);
+  throw ConfigError(file.where(*section) + "no path key (give --data)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description options(kUsage);
+  options.add_options()
+      ("help,h", "show this help")
+      ("version", "print the version")
+      ("config,c", po::value<std::string>()->default_value("/etc/fructosa/lmaster.conf"),
+       "lmaster's configuration: its [hdf5] path names the files")
+      ("data,d", po::value<std::string>(), "an HDF5 file, the [hdf5] path link, or a directory of files (instead of -c)")
+      ("format,f", po::value<std::string>()->default_value("text"), "text or json")
+      ("list,l", "list the jobs seen")
+      ("since", po::value<std::string>(), "--list: jobs whose last sample is at or after TIME (UTC, e.g. 2026-11-25 or 2026-11-25T18:00)")
+      ("until", po::value<std::string>(), "--list: jobs whose first sample is before TIME")
+      ("user,u", po::value<std::string>(), "--list: jobs of USER");
+  po::options_description hidden;
+  std::vector<std::string> words;
+  hidden.add_options()("jobs", po::value<std::vector<std::string>>(&words));
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("jobs", -1);
+  po::variables_map args;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), args);
+    po::notify(args);
+  } catch (const po::error& error) {
+    std::cerr << "fructosa-report: " << error.what() << "\n" << options;
+    return 2;
+  }
+  if (args.count("help")) {
+    std::cout << options;
+    return 0;
+  }
+  if (args.count("version")) {
+    std::cout << "fructosa-report (fructosa) " << FRUCTOSA_VERSION << "\n";
+    return 0;
+  }
+  const bool list = args.count("list") > 0;
+  const std::string format = args["format"].as<std::string>();
+  if (format != "text" && format != "json") {
+    std::cerr << "fructosa-report: --format " << format << ": text or json\n";
+    return 2;
+  }
+  if (list != words.empty()) {
+    std::cerr << "fructosa-report: give job ids, or --list\n" << options;
+    return 2;
+  }
+  std::vector<std::uint64_t> ids;
+  for (const auto& word : words) {
+    char* end = nullptr;
+    unsigned long long id = std::strtoull(word.c_str(), &end, 10);
+    if (word.empty() || *end != '\0' || id == 0) {
+      std::cerr << "fructosa-report: " << word << ": not a job id (a positive number)\n";
+      return 2;
+    }
+    ids.push_back(id);
+  }
+  std::optional<std::int64_t> since, until;
+  for (auto [name, bound] : {std::pair{"since", &since}, std::pair{"until", &until}}) {
+    if (!args.count(name)) continue;
+    *bound = parse_time(args[name].as<std::string>());
+    if (!*bound) {
+      std::cerr << "fructosa-report: --" << name << " " << args[name].as<std::string>()
+                << ": not a time (2026-11-25, 2026-11-25T18:00:00 UTC, or seconds since the epoch)\n";
+      return 2;
+    }
+  }
+
+  try {
+    std::string where =
+        args.count("data") ? args["data"].as<std::string>() : hdf5_path_of(args["config"].as<std::string>());
+    Hdf5Source source(where);
+    if (list) {
+      std::vector<ListedJob> listed;
+      for (auto& summary : source.jobs()) {
+        if (since && summary.last_ns < *since) continue;
+        if (until && summary.first_ns >= *until) continue;
+        if (args.count("user") && summary.user != args["user"].as<std::string>()) continue;
+        auto data = source.job(summary.id);
+        std::string verdict = data ? judge(analyse(*data)).word : "?";
+        listed.push_back({std::move(summary), std::move(verdict)});
+      }
+      std::cout << (format == "json" ? render_list_json(listed) : render_list(listed));
+      return 0;
+    }
+    int status = 0;
+    bool first = true;
+    for (auto id : ids) {
+      auto data = source.job(id);
+      if (!data) {
+        std::cerr << "fructosa-report: job " << id << ": no sample of it in " << source.describe()
+                  << " (is a per-job sensor such as [sensor:JobCgroup] enabled on its nodes?)\n";
+        status = 1;
+        continue;
+      }
+      JobFigures figures = analyse(*data);
+      Verdict verdict = judge(figures);
+      if (format == "json") {
+        std::cout << render_json(figures, verdict);
+      } else {
+        if (!first) std::cout << "\n";
+        std::cout << render_text(figures, verdict);
+      }
+      first = false;
+    }
+    return status;
+  } catch (const ConfigError& error) {
+    std::cerr << "fructosa-report: " << error.what() << "\n";
+    return 1;
+  } catch (const SourceError& error) {
+    std::cerr << "fructosa-report: " << error.what() << "\n";
+    return 1;
+  }
+}

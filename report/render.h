@@ -1,0 +1,30 @@
+// fructosa-report's outputs: the text report (80 columns, a sparkline per metric and node), the
+// JSON document (schema "fructosa-report/1", docs/report.md) and the --list table.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis.h"
+
+namespace fructosa::report {
+
+inline constexpr const char* kJsonSchema = "fructosa-report/1";
+
+std::string render_text(const JobFigures& figures, const Verdict& verdict);
+std::string render_json(const JobFigures& figures, const Verdict& verdict);
+
+struct ListedJob {
+  JobSummary summary;
+  std::string verdict;
+};
+std::string render_list(const std::vector<ListedJob>& jobs);
+std::string render_list_json(const std::vector<ListedJob>& jobs);
+
+// `values` as `width` block characters from ▁ (lowest) to █ (highest), each the mean of its
+// share of the values; `high` <= 0 scales to the largest value. NaN values are skipped.
+std::string sparkline(const std::vector<double>& values, std::size_t width, double high = 0);
+// "2026-11-25T18:00:00Z"
+std::string utc_time(std::int64_t ns);
+
+}  // namespace fructosa::report
