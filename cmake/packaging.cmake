@@ -50,6 +50,9 @@ foreach(entry "lagent|8|fructosa node agent|lmaster(8), make-dashboard(1), fruct
 endforeach()
 add_custom_target(man_pages ALL DEPENDS ${man_pages})
 
+# The Slurm epilog that stores each job's report summary in its AdminComment (docs/report.md).
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/contrib/slurm/fructosa-epilog DESTINATION ${CMAKE_INSTALL_DATADIR}/fructosa/slurm)
+
 file(GLOB user_docs ${PROJECT_SOURCE_DIR}/docs/*.md)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${user_docs} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 

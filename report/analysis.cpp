@@ -211,7 +211,10 @@ std::string round_figure(double value) {
   std::string text = magnitude >= 10 ? fmt::format("{:.0f}", value)
                      : magnitude >= 0.995 || magnitude == 0 ? fmt::format("{:.1f}", value)
                                                             : fmt::format("{:.2f}", value);
-  if (text.size() > 2 && text.ends_with(".0")) text.resize(text.size() - 2);
+  if (text.find('.') != std::string::npos) {  // "0.40" -> "0.4", "4.0" -> "4"
+    while (text.back() == '0') text.pop_back();
+    if (text.back() == '.') text.pop_back();
+  }
   return text;
 }
 

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
       ("config,c", po::value<std::string>()->default_value("/etc/fructosa/lmaster.conf"),
        "lmaster's configuration: its [hdf5] path names the files")
       ("data,d", po::value<std::string>(), "an HDF5 file, the [hdf5] path link, or a directory of files (instead of -c)")
-      ("format,f", po::value<std::string>()->default_value("text"), "text or json")
+      ("format,f", po::value<std::string>()->default_value("text"),
+       "text, json, html (one self-contained document of every job), or summary (one line: what contrib/slurm/fructosa-epilog stores in the job's AdminComment)")
       ("list,l", "list the jobs seen")
       ("since", po::value<std::string>(), "--list: jobs whose last sample is at or after TIME (UTC, e.g. 2026-11-25 or 2026-11-25T18:00)")
       ("until", po::value<std::string>(), "--list: jobs whose first sample is before TIME")
@@ -93,8 +94,12 @@ int main(int argc, char** argv) {
   }
   const bool list = args.count("list") > 0;
   const std::string format = args["format"].as<std::string>();
-  if (format != "text" && format != "json") {
-    std::cerr << "fructosa-report: --format " << format << ": text or json\n";
+  if (format != "text" && format != "json" && format != "summary" && format != "html") {
+    std::cerr << "fructosa-report: --format " << format << ": text, json, html or summary\n";
+    return 2;
+  }
+  if (list && format == "html") {
+    std::cerr << "fructosa-report: --list prints text or json, not html\n";
     return 2;
   }
   if (list != words.empty()) {
@@ -141,6 +146,7 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     bool first = true;
+    std::vector<std::pair<JobFigures, Verdict>> html;  // --format html: one document, printed at the end
     for (auto id : ids) {
       auto data = source.job(id);
       if (!data) {
@@ -151,14 +157,19 @@ int main(int argc, char** argv) {
       }
       JobFigures figures = analyse(*data);
       Verdict verdict = judge(figures);
-      if (format == "json") {
+      if (format == "html") {
+        html.emplace_back(std::move(figures), std::move(verdict));
+      } else if (format == "json") {
         std::cout << render_json(figures, verdict);
+      } else if (format == "summary") {
+        std::cout << render_summary(figures, verdict);
       } else {
         if (!first) std::cout << "\n";
         std::cout << render_text(figures, verdict);
       }
       first = false;
     }
+    if (!html.empty()) std::cout << render_html(html);
     return status;
   } catch (const ConfigError& error) {
     std::cerr << "fructosa-report: " << error.what() << "\n";

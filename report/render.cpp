@@ -168,6 +168,14 @@ std::string render_json(const JobFigures& figures, const Verdict& verdict) {
   return document.dump() + "\n";
 }
 
+std::string render_summary(const JobFigures& figures, const Verdict& verdict) {
+  std::string out = verdict.word;
+  for (std::size_t i = 0; i < verdict.notes.size(); ++i) out += (i == 0 ? ": " : "; ") + verdict.notes[i].text;
+  out += fmt::format(" | CPU {}, memory {}, elapsed {}\n", cpu_line(figures.cores_used, figures.cpus, figures.cpu_efficiency),
+                     memory_line(figures.memory_peak, figures.memory_limit), format_duration(figures.elapsed_s));
+  return out;
+}
+
 std::string render_list(const std::vector<ListedJob>& jobs) {
   std::string out = fmt::format("{:<10} {:<10} {:>5}  {:<20}  {:<20}  {:>10}  {}\n", "JOBID", "USER", "NODES", "FIRST",
                                 "LAST", "DURATION", "VERDICT");

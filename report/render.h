@@ -13,6 +13,12 @@ inline constexpr const char* kJsonSchema = "fructosa-report/1";
 
 std::string render_text(const JobFigures& figures, const Verdict& verdict);
 std::string render_json(const JobFigures& figures, const Verdict& verdict);
+// Every job in one self-contained HTML document (inline CSS and SVG plots; docs/report.md).
+std::string render_html(const std::vector<std::pair<JobFigures, Verdict>>& jobs);
+// One line, for Slurm's AdminComment (contrib/slurm/fructosa-epilog): the verdict, its notes,
+// then CPU, memory and elapsed time: "cpu_underused: used 3.1 of 32 allocated cores on
+// average: ask for 4 | CPU 3.1 of 32 cores (10%), memory peak 2.1 GiB of 64 GiB (3%), elapsed 1:02:03".
+std::string render_summary(const JobFigures& figures, const Verdict& verdict);
 
 struct ListedJob {
   JobSummary summary;

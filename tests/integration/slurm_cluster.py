@@ -121,7 +121,7 @@ class SlurmCluster:
 
     # ---- configuration -------------------------------------------------------------------
 
-    def _write_config(self, accounting):
+    def _write_config(self, accounting, epilog_slurmctld=None):
         for sub, mode in [("etc", 0o755), ("munge", 0o755), ("state", 0o755), ("spool", 0o755),
                           ("log", 0o755), ("out", 0o1777), ("run", 0o755)]:
             os.makedirs(self.path(sub), exist_ok=True)
@@ -162,6 +162,8 @@ KillWait=2
 NodeName={self.node} NodeAddr=127.0.0.1 NodeHostname={self.host} CPUs={self.cpus} RealMemory={self.memory_mb} State=UNKNOWN
 PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 """
+        if epilog_slurmctld:
+            text += f"EpilogSlurmctld={epilog_slurmctld}\n"
         with open(self.conf, "w") as f:
             f.write(text)
         with open(self.path("etc", "cgroup.conf"), "w") as f:
@@ -204,16 +206,16 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
         except AssertionError as error:
             self._fail(str(error))
 
-    def start(self, accounting="linux", timeout=60):
+    def start(self, accounting="linux", timeout=60, epilog_slurmctld=None):
         """Starts munged, slurmctld and slurmd with JobAcctGatherType=jobacct_gather/<accounting>
-        ("linux" or "cgroup") and waits until the node is idle."""
+        ("linux" or "cgroup"), and EpilogSlurmctld when given, and waits until the node is idle."""
         why = unavailable()
         if why:
             raise SlurmUnavailable(f"private Slurm cluster cannot run here: {why}")
         if accounting not in ("linux", "cgroup"):
             raise ValueError(f"accounting must be linux or cgroup, not {accounting!r}")
         self.accounting = accounting
-        self._write_config(accounting)
+        self._write_config(accounting, epilog_slurmctld)
         key = self.path("munge", "munge.key")
         if not os.path.exists(key):
             result = subprocess.run([_which("mungekey"), "-c", "-k", key], capture_output=True, text=True)

@@ -17,6 +17,7 @@ tails); it never skips.
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,8 @@ import unittest
 from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, HERE
 from slurm_cluster import JobWatcher, SlurmCluster, cgroup_procs, tree_procs
 
+REPORT = os.environ.get("FRUCTOSA_REPORT", "fructosa-report")
+EPILOG = os.path.join(HERE, "..", "..", "contrib", "slurm", "fructosa-epilog")
 INTERVAL = 0.5
 JOB_SENSORS = ["JobCgroup", "JobProc", "Taskstats"]
 NODE_SENSOR = "VirtualMemory"
@@ -118,6 +121,20 @@ class SlurmAttributionTest(FructosaTestCase):
 
     # ---- running ---------------------------------------------------------------------------
 
+    def epilog_wrapper(self, cluster):
+        """contrib/slurm/fructosa-epilog as slurmctld runs it, told where this test's files and
+        fructosa-report are (slurmctld gives its epilog no environment of ours), its log in
+        epilog.err."""
+        text = (f"#!/bin/sh\nexport FRUCTOSA_REPORT={REPORT} FRUCTOSA_REPORT_ARGS='-d {self.path('data.h5')}' "
+                f"SACCTMGR={shutil.which('sacctmgr') or 'sacctmgr'} SLURM_CONF={cluster.conf} "
+                f"FRUCTOSA_POLL=0.5 FRUCTOSA_WAIT=30\n"
+                f"exec sh {EPILOG} 2>> {self.path('epilog.err')}\n")
+        path = cluster.path("epilog-slurmctld")
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+        return path
+
     def start_pipeline(self, cluster):
         master, port = self.start_master(extra="")
         jobs = f"[jobs]\nscheduler = slurm\nslurm_node_name = {cluster.node}\n"
@@ -156,7 +173,7 @@ class SlurmAttributionTest(FructosaTestCase):
         self.addCleanup(lambda: sys.stderr.write("".join(f"\n  [{accounting}] {n}" for n in self.notes) + "\n"))
         cluster = SlurmCluster()
         self.addCleanup(cluster.stop)
-        cluster.start(accounting=accounting)
+        cluster.start(accounting=accounting, epilog_slurmctld=self.epilog_wrapper(cluster))
         busy_py = cluster.path("out", "busy.py")
         with open(busy_py, "w") as f:
             f.write(BUSY)
@@ -185,6 +202,7 @@ class SlurmAttributionTest(FructosaTestCase):
         ])
         all_jobs = [burner, other_user, busy, idle, steps]
         self.assertFalse(watcher.errors, watcher.errors)
+        self.check_epilog(cluster, all_jobs)
 
         watcher.stop()
         self.assertEqual(self.stop(agent), 0, read_text(self.path("lagent.err")))
@@ -212,6 +230,22 @@ class SlurmAttributionTest(FructosaTestCase):
         self.check_cpu_source(node, accounting, log, all_jobs, context)
 
     # ---- checks ----------------------------------------------------------------------------
+
+    def check_epilog(self, cluster, jobs):
+        """slurmctld ran the epilog at each job's end, and it got the job's report summary from
+        the data stored meanwhile. It cannot store it here: sacctmgr needs slurmdbd (and MariaDB),
+        which this cluster has not, and says so; test_slurm_epilog.py checks what it asks
+        sacctmgr."""
+        with self.subTest(check="the epilog gets each job's report summary"):
+            def summaries():
+                found = dict(re.findall(r"job (\d+): (fructosa: .*)", read_text(self.path("epilog.err"))))
+                return found if all(str(job) in found for job in jobs) else None
+            found = wait_for(summaries, timeout=60, what="the epilog's summary of every job")
+            for job in jobs:
+                summary = found[str(job)]
+                self.note(f"job {job} epilog: {summary}")
+                self.assertRegex(summary, r"^fructosa: [a-z_]+.* \| CPU .*, memory .*, elapsed \d+:\d\d:\d\d")
+                self.assertIn("not stored: sacctmgr", summary)
 
     def check_timing(self, node, per_job, watcher, jobs, context):
         """Rows within 2 s of the job's cgroup appearing, none > 1 s after it vanished; node

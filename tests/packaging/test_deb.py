@@ -74,6 +74,7 @@ class DebianPackageTest(unittest.TestCase):
         for path in ("./usr/bin/lagent", "./usr/bin/lmaster", "./usr/bin/fructosa-report", "./usr/lib/systemd/system/lagent.service",
                      "./usr/lib/systemd/system/lmaster.service", "./usr/lib/sysusers.d/fructosa.conf",
                      "./usr/share/man/man8/lagent.8", "./usr/share/man/man1/fructosa-report.1",
+                     "./usr/share/fructosa/slurm/fructosa-epilog",
                      "./usr/share/fructosa/openrc/init.d/fructosa"):
             self.assertIn(path, files)
 

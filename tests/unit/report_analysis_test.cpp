@@ -123,6 +123,14 @@ TEST(ReportRender, TextFitsIn80Columns) {
   EXPECT_NE(wrapped.find("  - " + std::string(70, 'x') + " and\n    more words"), std::string::npos) << wrapped;
 }
 
+TEST(ReportRender, SummaryIsOneLineWithTheVerdictAdviceAndFigures) {
+  JobFigures figures = analyse(job({host("node01", 3723, 3.1, 32, 2.1 * kGiB, 64 * kGiB, 3)}));
+  EXPECT_EQ(render_summary(figures, judge(figures)),
+            "cpu_underused: used 3.1 of 32 allocated cores on average: ask for 4; peak memory 2.1 GiB of 64 GiB "
+            "requested: ask for 3 GiB | CPU 3.1 of 32 cores (10%), memory peak 2.1 GiB of 64 GiB (3%), "
+            "elapsed 1:02:03\n");
+}
+
 TEST(ReportRender, SparklineScalesToTheGivenHigh) {
   EXPECT_EQ(sparkline({0, 4}, 2, 4), "▁█");
   EXPECT_EQ(sparkline({0, 0, 4, 4}, 2, 8), "▁▅");
@@ -135,6 +143,8 @@ TEST(ReportFormat, FiguresAreRoundedAsAPersonWritesThem) {
   EXPECT_EQ(round_figure(32), "32");
   EXPECT_EQ(round_figure(4.0), "4");
   EXPECT_EQ(round_figure(0.253), "0.25");
+  EXPECT_EQ(round_figure(0.401), "0.4");
+  EXPECT_EQ(round_figure(0), "0");
   EXPECT_EQ(format_bytes(2.1 * kGiB), "2.1 GiB");
   EXPECT_EQ(format_bytes(512.0 * (1 << 20)), "512 MiB");
   EXPECT_EQ(format_duration(3723), "1:02:03");
