@@ -202,6 +202,15 @@ Verdict judge(const JobFigures& figures, const Rules& rules) {
     fire("memory_over_requested", fmt::format("peak memory {} of {} requested: ask for {}",
                                               format_bytes(*figures.memory_peak), format_bytes(*figures.memory_limit),
                                               memory_request(*figures.memory_peak * rules.memory_headroom)));
+  if (long_enough && figures.request && figures.request->time_limit_s && figures.request->ended_early() &&
+      figures.elapsed_s / *figures.request->time_limit_s < rules.time_over_requested) {
+    // Whole minutes, from the run time with headroom.
+    double minutes = std::ceil(figures.elapsed_s * rules.time_headroom / 60);
+    fire("time_over_requested", fmt::format("completed in {:.0f}% of its {} time limit: ask for --time={}",
+                                            100 * figures.elapsed_s / *figures.request->time_limit_s,
+                                            format_duration(*figures.request->time_limit_s),
+                                            format_duration(minutes * 60)));
+  }
   verdict.word = verdict.notes.empty() ? "healthy" : verdict.notes.front().rule;
   return verdict;
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "job_data.h"
+#include "slurm_request.h"
 
 namespace fructosa::report {
 
@@ -48,6 +49,8 @@ struct JobFigures {
   std::optional<double> read_bytes, write_bytes;
   // Efficiency of the least and the most efficient node (several nodes only).
   std::optional<double> efficiency_min, efficiency_max;
+  // What the job asked Slurm for (set by the caller: analyse() asks no one).
+  std::optional<SlurmRequest> request;
   // What the job has no data for, and what collects it: {"CPU", "[sensor:JobCgroup]"}.
   std::vector<std::pair<std::string, std::string>> not_collected;
 };
@@ -62,6 +65,8 @@ struct Rules {
   double memory_over_requested = 0.25;  // peak / limit below: memory over-requested
   double imbalance = 0.5;               // least / most efficient node below: imbalanced
   double memory_headroom = 1.2;         // advice: ask for the peak times this
+  double time_over_requested = 0.5;     // elapsed / time limit below (an ended job): time over-requested
+  double time_headroom = 1.5;           // advice: ask for the elapsed time times this
   double min_elapsed_s = 10;            // shorter jobs get no rule but idle and memory_near_limit
 };
 
@@ -71,7 +76,9 @@ struct Note {
 };
 
 struct Verdict {
-  std::string word;  // memory_near_limit, idle, cpu_underused, imbalanced, memory_over_requested, healthy
+  // memory_near_limit, idle, cpu_underused, imbalanced, memory_over_requested, time_over_requested,
+  // healthy
+  std::string word;
   std::vector<Note> notes;
 };
 

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "hdf5_source.h"
 #include "render.h"
+#include "slurm_request.h"
 
 namespace po = boost::program_options;
 using namespace fructosa;
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
       ("data,d", po::value<std::string>(), "an HDF5 file, the [hdf5] path link, or a directory of files (instead of -c)")
       ("format,f", po::value<std::string>()->default_value("text"),
        "text, json, html (one self-contained document of every job), or summary (one line: what contrib/slurm/fructosa-epilog stores in the job's AdminComment)")
+      ("slurm", po::value<std::string>()->default_value("auto"),
+       "ask Slurm what each job requested (time limit, partition, CPUs, memory, GPUs) with sacct, else "
+       "scontrol: auto (when they are installed) or no")
       ("list,l", "list the jobs seen")
       ("since", po::value<std::string>(), "--list: jobs whose last sample is at or after TIME (UTC, e.g. 2026-11-25 or 2026-11-25T18:00)")
       ("until", po::value<std::string>(), "--list: jobs whose first sample is before TIME")
@@ -116,6 +120,12 @@ int main(int argc, char** argv) {
     }
     ids.push_back(id);
   }
+  const std::string slurm = args["slurm"].as<std::string>();
+  if (slurm != "auto" && slurm != "no") {
+    std::cerr << "fructosa-report: --slurm " << slurm << ": auto or no\n";
+    return 2;
+  }
+  const bool ask = slurm == "auto";
   std::optional<std::int64_t> since, until;
   for (auto [name, bound] : {std::pair{"since", &since}, std::pair{"until", &until}}) {
     if (!args.count(name)) continue;
@@ -156,6 +166,7 @@ int main(int argc, char** argv) {
         continue;
       }
       JobFigures figures = analyse(*data);
+      if (ask) figures.request = ask_slurm(id);
       Verdict verdict = judge(figures);
       if (format == "html") {
         html.emplace_back(std::move(figures), std::move(verdict));

@@ -1,6 +1,7 @@
 #include "render.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -59,6 +60,28 @@ std::string memory_line(const std::optional<double>& peak, const std::optional<d
   return fmt::format("peak {} of {} ({})", format_bytes(*peak), format_bytes(*limit), percent(*peak / *limit));
 }
 
+// "time limit 2-00:00:00, partition debug, 32 CPUs, 64 GiB, 2 GPUs" (what is known of it).
+std::string request_line(const SlurmRequest& request) {
+  std::vector<std::string> parts;
+  parts.push_back(request.time_limit_s ? "time limit " + format_duration(*request.time_limit_s) : "no time limit");
+  if (!request.partition.empty()) parts.push_back("partition " + request.partition);
+  if (request.cpus) parts.push_back(round_figure(*request.cpus) + (*request.cpus == 1 ? " CPU" : " CPUs"));
+  if (request.memory_bytes) parts.push_back(format_bytes(*request.memory_bytes));
+  if (request.gpus) parts.push_back(round_figure(*request.gpus) + (*request.gpus == 1 ? " GPU" : " GPUs"));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+json request_json(const std::optional<SlurmRequest>& request) {
+  if (!request) return nullptr;
+  return {{"time_limit_s", number_or_null(request->time_limit_s)},
+          {"partition", request->partition.empty() ? json(nullptr) : json(request->partition)},
+          {"cpus", number_or_null(request->cpus)},
+          {"memory_bytes", number_or_null(request->memory_bytes)},
+          {"gpus", number_or_null(request->gpus)},
+          {"state", request->state.empty() ? json(nullptr) : json(request->state)},
+          {"source", request->source}};
+}
+
 json figures_json(const NodeFigures& node) {
   return {{"host", node.host},
           {"start", utc_time(node.first_ns)},
@@ -107,6 +130,7 @@ std::string render_text(const JobFigures& figures, const Verdict& verdict) {
   out += fmt::format("Verdict: {}\n", verdict.word);
   for (const auto& note : verdict.notes) out += wrapped("  - ", note.text);
   out += "\n";
+  if (figures.request) out += wrapped("  Asked    ", request_line(*figures.request));
   out += fmt::format("  CPU      {}\n", cpu_line(figures.cores_used, figures.cpus, figures.cpu_efficiency));
   if (figures.cpu_seconds) out += fmt::format("           CPU time {}\n", format_duration(*figures.cpu_seconds));
   out += fmt::format("  Memory   {}\n", memory_line(figures.memory_peak, figures.memory_limit));
@@ -150,6 +174,7 @@ std::string render_json(const JobFigures& figures, const Verdict& verdict) {
       {"start", utc_time(figures.first_ns)},
       {"end", utc_time(figures.last_ns)},
       {"elapsed_s", figures.elapsed_s},
+      {"request", request_json(figures.request)},
       {"verdict", verdict.word},
       {"notes", notes},
       {"figures",

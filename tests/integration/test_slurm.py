@@ -185,7 +185,7 @@ class SlurmAttributionTest(FructosaTestCase):
         one_cpu = ["--cpus-per-task=1", "-n1"]
         # A: scenario 1 (busy, holding memory) beside scenario 3 (user nobody, idle).
         burner, other_user = self.run_phase(cluster, watcher, [
-            (f"#!/bin/sh\nexec python3 {busy_py} {HOLD_MIB} 6\n", None, one_cpu + ["--mem=500M"]),
+            (f"#!/bin/sh\nexec python3 {busy_py} {HOLD_MIB} 6\n", None, one_cpu + ["--mem=500M", "--time=10"]),
             ("#!/bin/sh\nsleep 4\n", "nobody", one_cpu + ["--mem=100M"]),
         ])
         # B: scenario 2, two concurrent jobs, one busy, one idle.
@@ -203,6 +203,7 @@ class SlurmAttributionTest(FructosaTestCase):
         all_jobs = [burner, other_user, busy, idle, steps]
         self.assertFalse(watcher.errors, watcher.errors)
         self.check_epilog(cluster, all_jobs)
+        self.check_request(cluster, burner)
 
         watcher.stop()
         self.assertEqual(self.stop(agent), 0, read_text(self.path("lagent.err")))
@@ -230,6 +231,18 @@ class SlurmAttributionTest(FructosaTestCase):
         self.check_cpu_source(node, accounting, log, all_jobs, context)
 
     # ---- checks ----------------------------------------------------------------------------
+
+    def check_request(self, cluster, job):
+        """fructosa-report asks Slurm what the job requested (scontrol here: no slurmdbd)."""
+        with self.subTest(check="fructosa-report gets the job's request from Slurm"):
+            result = subprocess.run([REPORT, "-d", self.path("data.h5"), "--format", "json", str(job)],
+                                    capture_output=True, text=True, env=cluster.env, timeout=60)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            request = json.loads(result.stdout)["request"]
+            self.note(f"job {job} request: {request}")
+            self.assertEqual(request, {"time_limit_s": 600.0, "partition": "debug", "cpus": 1.0,
+                                       "memory_bytes": 500.0 * (1 << 20), "gpus": None, "state": "COMPLETED",
+                                       "source": "scontrol"})
 
     def check_epilog(self, cluster, jobs):
         """slurmctld ran the epilog at each job's end, and it got the job's report summary from
