@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace fructosa::report {
 namespace {
@@ -118,7 +119,7 @@ std::optional<double> series_last(const Series& series) {
   return std::nullopt;
 }
 
-JobFigures analyse(const JobData& job) {
+JobFigures analyse(const JobData& job, const std::vector<AppPattern>& site) {
   JobFigures figures;
   figures.id = job.id;
   figures.first_ns = std::numeric_limits<std::int64_t>::max();
@@ -137,6 +138,11 @@ JobFigures analyse(const JobData& job) {
     figures.nodes.push_back(std::move(node));
   }
   if (figures.nodes.empty()) figures.first_ns = figures.last_ns = 0;
+  // The application most nodes ran; on a tie, the first node's.
+  std::map<std::string, std::size_t> votes;
+  for (const auto& host : job.hosts)
+    if (auto app = application_of(split_commands(label(host, "JobProc.commands")), site); !app.empty())
+      if (++votes[app] > votes[figures.application] || figures.application.empty()) figures.application = app;
   figures.elapsed_s = static_cast<double>(figures.last_ns - figures.first_ns) / 1e9;
 
   for (const auto& node : figures.nodes) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "applications.h"
 #include "job_data.h"
 #include "slurm_request.h"
 
@@ -40,6 +41,9 @@ struct NodeFigures {
 struct JobFigures {
   std::uint64_t id = 0;
   std::string user;
+  // What it ran (applications.h), from JobProc's label `commands`: the application most of its
+  // nodes ran ("" when unknown).
+  std::string application;
   std::int64_t first_ns = 0, last_ns = 0;
   double elapsed_s = 0;
   std::vector<NodeFigures> nodes;
@@ -55,7 +59,8 @@ struct JobFigures {
   std::vector<std::pair<std::string, std::string>> not_collected;
 };
 
-JobFigures analyse(const JobData& job);
+// `site`: a site's application patterns, tried before the built-in ones.
+JobFigures analyse(const JobData& job, const std::vector<AppPattern>& site = {});
 
 // The thresholds of the verdict's rules (docs/report.md).
 struct Rules {

@@ -123,8 +123,9 @@ std::string sparkline(const std::vector<double>& values, std::size_t width, doub
 }
 
 std::string render_text(const JobFigures& figures, const Verdict& verdict) {
-  std::string out = fmt::format("Job {}   user {}   {} node{}\n", figures.id, figures.user.empty() ? "?" : figures.user,
-                                figures.nodes.size(), figures.nodes.size() == 1 ? "" : "s");
+  std::string out = fmt::format("Job {}   user {}   {} node{}{}\n", figures.id, figures.user.empty() ? "?" : figures.user,
+                                figures.nodes.size(), figures.nodes.size() == 1 ? "" : "s",
+                                figures.application.empty() ? "" : "   ran " + figures.application);
   out += fmt::format("  {} -> {}   elapsed {}\n", utc_time(figures.first_ns), utc_time(figures.last_ns),
                      format_duration(figures.elapsed_s));
   out += fmt::format("Verdict: {}\n", verdict.word);
@@ -171,6 +172,7 @@ std::string render_json(const JobFigures& figures, const Verdict& verdict) {
       {"schema", kJsonSchema},
       {"job", figures.id},
       {"user", figures.user.empty() ? json(nullptr) : json(figures.user)},
+      {"application", figures.application.empty() ? json(nullptr) : json(figures.application)},
       {"start", utc_time(figures.first_ns)},
       {"end", utc_time(figures.last_ns)},
       {"elapsed_s", figures.elapsed_s},
@@ -202,11 +204,11 @@ std::string render_summary(const JobFigures& figures, const Verdict& verdict) {
 }
 
 std::string render_list(const std::vector<ListedJob>& jobs) {
-  std::string out = fmt::format("{:<10} {:<10} {:>5}  {:<20}  {:<20}  {:>10}  {}\n", "JOBID", "USER", "NODES", "FIRST",
-                                "LAST", "DURATION", "VERDICT");
+  constexpr const char* kRow = "{:<10} {:<10} {:<12} {:>5}  {:<20}  {:<20}  {:>10}  {}\n";
+  std::string out = fmt::format(kRow, "JOBID", "USER", "APP", "NODES", "FIRST", "LAST", "DURATION", "VERDICT");
   for (const auto& job : jobs) {
     const JobSummary& s = job.summary;
-    out += fmt::format("{:<10} {:<10} {:>5}  {:<20}  {:<20}  {:>10}  {}\n", s.id, s.user.empty() ? "?" : s.user,
+    out += fmt::format(kRow, s.id, s.user.empty() ? "?" : s.user, job.application.empty() ? "?" : job.application,
                        s.hosts.size(), utc_time(s.first_ns), utc_time(s.last_ns),
                        format_duration(static_cast<double>(s.last_ns - s.first_ns) / 1e9), job.verdict);
   }
@@ -222,6 +224,7 @@ std::string render_list_json(const std::vector<ListedJob>& jobs) {
                     {"start", utc_time(job.summary.first_ns)},
                     {"end", utc_time(job.summary.last_ns)},
                     {"elapsed_s", static_cast<double>(job.summary.last_ns - job.summary.first_ns) / 1e9},
+                    {"application", job.application.empty() ? json(nullptr) : json(job.application)},
                     {"verdict", job.verdict}});
   return json{{"schema", kJsonSchema}, {"jobs", list}}.dump() + "\n";
 }

@@ -23,6 +23,7 @@ std::string render_summary(const JobFigures& figures, const Verdict& verdict);
 struct ListedJob {
   JobSummary summary;
   std::string verdict;
+  std::string application;
 };
 std::string render_list(const std::vector<ListedJob>& jobs);
 std::string render_list_json(const std::vector<ListedJob>& jobs);

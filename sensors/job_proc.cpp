@@ -15,17 +15,32 @@
 // /proc/<pid>/io of another user's process needs ptrace-read access (root has it): a process
 // whose io cannot be read is counted in unreadable_processes (its memory is still summed),
 // never left out silently.
+//
+// The label `commands` names what the job runs: the distinct command names (`comm`, between
+// the parentheses of /proc/<pid>/stat) of its processes, most CPU first, at most 5,
+// comma-separated ("gmx_mpi,python3,bash"; a ',' inside a name reads '_'). A name's CPU is the
+// utime + stime (fields 14 and 15 of stat) of its processes so far, those that ended included
+// (as last read; the job keeps the 64 names that used most); ties go to the name with more
+// processes, then to the first in byte order. stat is read when a process's files are opened
+// (for its start time) and then again in one round out of kStatRounds, the processes' turns
+// spread over the rounds by pid (an open, a read and a close): the order follows CPU at most
+// kStatRounds rounds late, and a process that exec()s shows its new name as late. On a
+// fixture tree (no held files) stat is read every round. fructosa-report names the job's
+// application from this label (report/applications.h).
 #include <errno.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "job_process_cpu.h"
 #include "jobs.h"
 #include "procfs.h"
 #include "sensor.h"
@@ -60,7 +75,9 @@ constexpr std::array<MemoryField, 5> kMemoryFields{{{"VmRSS", "vm_rss"},
 const Catalog kCatalog{
     {"jobs", Unit::count, Kind::gauge,
      "jobs running on the node (node sample; the agent labels it involved_jobs with their ids)"},
-    {"processes", Unit::count, Kind::gauge, "processes of the job read this round"},
+    {"processes", Unit::count, Kind::gauge,
+     "processes of the job read this round (label commands: their command names, most CPU first, "
+     "at most 5)"},
     {"unreadable_processes", Unit::count, Kind::gauge,
      "processes of the job whose /proc/<pid>/io could not be read (no ptrace-read access): "
      "their I/O is missing from the sums"},
@@ -84,8 +101,37 @@ const Catalog kCatalog{
 using IoCounters = std::array<std::uint64_t, kIoFields.size()>;
 using Memory = std::array<std::uint64_t, kMemoryFields.size()>;
 
+// A held process's stat is read again in one round out of kStatRounds (its CPU, for the order of
+// the label `commands`); kCommands names go in the label; a job remembers the CPU of the
+// kEndedNames names whose ended processes used most.
+constexpr std::uint64_t kStatRounds = 10;
+constexpr std::size_t kCommands = 5;
+constexpr std::size_t kEndedNames = 64;
+
+// What JobProc takes from /proc/<pid>/stat.
+struct Stat {
+  std::string_view comm;    // between the '(' after the pid and the last ')'
+  std::uint64_t cpu = 0;    // utime + stime (fields 14, 15), clock ticks
+  std::uint64_t start = 0;  // field 22: clock ticks after boot
+};
+
+bool parse_stat(std::string_view text, Stat& stat) {
+  ProcessStat fields;
+  auto open = text.find('(');
+  auto close = text.rfind(')');
+  if (open == std::string_view::npos || close == std::string_view::npos || close < open ||
+      !parse_process_stat(text, fields))
+    return false;
+  stat.comm = text.substr(open + 1, close - open - 1);
+  stat.cpu = fields.self.user + fields.self.system;
+  stat.start = fields.start;
+  return true;
+}
+
 struct Process {
   std::uint64_t start = 0;  // field 22 of stat: clock ticks after boot
+  std::string comm;         // stat's command name, as last read
+  std::uint64_t cpu = 0;    // utime + stime at the last stat read
   IoCounters last{};
   bool have_io = false;
   std::uint64_t round = 0;  // the last round it was read in (0: never)
@@ -104,6 +150,24 @@ struct Process {
 struct JobState {
   IoCounters total{};
   std::unordered_map<int, Process> processes;
+  // The CPU of the job's processes that ended (or whose pid went to another), per command name.
+  std::unordered_map<std::string, std::uint64_t> ended_cpu;
+
+  void ended(const Process& process) {
+    if (process.comm.empty()) return;  // never read
+    auto found = ended_cpu.find(process.comm);
+    if (found != ended_cpu.end()) {
+      found->second += process.cpu;
+      return;
+    }
+    if (ended_cpu.size() >= kEndedNames) {  // forget the name that used least, if it used less
+      auto least = std::min_element(ended_cpu.begin(), ended_cpu.end(),
+                                    [](const auto& a, const auto& b) { return a.second < b.second; });
+      if (least->second > process.cpu) return;
+      ended_cpu.erase(least);
+    }
+    ended_cpu.emplace(process.comm, process.cpu);
+  }
 };
 
 // Reads the small procfs file `name` of the directory `dir` into `buffer`; 0 or the errno.
@@ -119,17 +183,6 @@ bool field_number(std::string_view line, std::string_view name, std::uint64_t& v
     return false;
   std::string_view rest = line.substr(name.size() + 1);
   return parse_uint(next_field(rest), value);
-}
-
-// Field 22 (starttime) of /proc/<pid>/stat: counted after the ')' closing the command name,
-// which may itself hold spaces and parentheses.
-bool parse_start(std::string_view stat, std::uint64_t& start) {
-  auto close = stat.rfind(')');
-  if (close == std::string_view::npos) return false;
-  std::string_view rest = stat.substr(close + 1);
-  for (int field = 3; field < 22; ++field)
-    if (next_field(rest).empty()) return false;
-  return parse_uint(next_field(rest), start);
 }
 
 class JobProcSensor final : public Sensor {
@@ -154,8 +207,8 @@ class JobProcSensor final : public Sensor {
       for (int pid : jobs_->processes(job, out.time_ns())) {
         Process& process = state.processes[pid];  // a new entry (round 0) goes at the end if unread
         int io_error = 0;
-        std::uint64_t start;
-        if (!read_process(proc, pid, process, io_error, start)) continue;  // gone
+        Stat stat;  // stat.comm empty: stat not read this round
+        if (!read_process(proc, pid, process, io_error, stat)) continue;  // gone
         Memory mine{};
         Lines lines(status_);
         std::string_view line;
@@ -168,12 +221,19 @@ class JobProcSensor final : public Sensor {
         ++processes;
         for (std::size_t i = 0; i < memory.size(); ++i) memory[i] += mine[i] * 1024;
 
-        if (process.round != 0 && process.start != start) {  // a reused pid
+        if (process.round != 0 && process.start != stat.start) {  // a reused pid
+          state.ended(process);
           process.last = {};
           process.have_io = false;
+          process.comm.clear();
+          process.cpu = 0;
         }
-        process.start = start;
+        process.start = stat.start;
         process.round = round_;
+        if (!stat.comm.empty()) {
+          process.comm.assign(stat.comm);
+          process.cpu = stat.cpu;
+        }
         if (!readable) {
           ++unreadable;  // keeps its previous values, if any, for when it can be read again
           continue;
@@ -186,10 +246,15 @@ class JobProcSensor final : public Sensor {
         process.last = io;
         process.have_io = true;
       }
-      std::erase_if(state.processes, [this](const auto& entry) { return entry.second.round != round_; });
+      std::erase_if(state.processes, [this, &state](const auto& entry) {
+        if (entry.second.round == round_) return false;
+        state.ended(entry.second);
+        return true;
+      });
 
       out.begin_job(job.id);
       out.set("processes", static_cast<double>(processes));
+      if (const std::string& names = commands(state); !names.empty()) out.label("commands", names);
       out.set("unreadable_processes", static_cast<double>(unreadable));
       const IoCounters& io = monotonic_ ? state.total : current;
       for (std::size_t i = 0; i < kIoFields.size(); ++i) out.set(kIoFields[i], static_cast<double>(io[i]));
@@ -214,15 +279,58 @@ class JobProcSensor final : public Sensor {
     return found > 0;
   }
 
+  // The label `commands` of a job: its names, most CPU first (the header comment).
+  const std::string& commands(const JobState& state) {
+    names_.clear();
+    auto add = [this](std::string_view name, std::uint64_t cpu, std::uint64_t processes) {
+      for (auto& entry : names_)
+        if (entry.name == name) {
+          entry.cpu += cpu;
+          entry.processes += processes;
+          return;
+        }
+      names_.push_back({name, cpu, processes});
+    };
+    for (const auto& [pid, process] : state.processes)
+      if (!process.comm.empty()) add(process.comm, process.cpu, 1);
+    for (const auto& [name, cpu] : state.ended_cpu) add(name, cpu, 0);
+    auto first = [](const Name& a, const Name& b) {
+      if (a.cpu != b.cpu) return a.cpu > b.cpu;
+      if (a.processes != b.processes) return a.processes > b.processes;
+      return a.name < b.name;
+    };
+    auto last = names_.begin() + static_cast<std::ptrdiff_t>(std::min(kCommands, names_.size()));
+    std::partial_sort(names_.begin(), last, names_.end(), first);
+    label_.clear();
+    for (auto entry = names_.begin(); entry != last; ++entry) {
+      if (!label_.empty()) label_ += ',';
+      std::size_t from = label_.size();
+      label_ += entry->name;
+      std::replace(label_.begin() + static_cast<std::ptrdiff_t>(from), label_.end(), ',', '_');
+    }
+    return label_;
+  }
+
   // Reads the process's status and io into status_ and io_ (io_error: io's errno, 0 when it
-  // was read) and gives its start time; false when the process is gone.
-  bool read_process(const std::string& proc, int pid, Process& process, int& io_error, std::uint64_t& start) {
+  // was read) and its stat (stat.comm stays empty when stat was not read this round: a held
+  // process between its kStatRounds turns); false when the process is gone.
+  bool read_process(const std::string& proc, int pid, Process& process, int& io_error, Stat& stat) {
     if (process.status) {  // held since an earlier round: the same process, its start known
       if (pread_whole(process.status.get(), status_, true) == 0) {
         io_error = process.io ? pread_whole(process.io.get(), io_, true)
                               : read_small(AT_FDCWD, fmt::format("{}/{}/io", proc, pid).c_str(), io_);
-        start = process.start;
-        if (io_error != ESRCH) return true;
+        stat.start = process.start;
+        if (io_error != ESRCH) {
+          // Its turn to read stat again, by path: a pid that went to another process meanwhile
+          // shows another start time, and its stat is ignored (the held status fails next round).
+          if ((round_ + static_cast<std::uint64_t>(pid)) % kStatRounds == 0) {
+            Stat now;
+            if (read_small(AT_FDCWD, fmt::format("{}/{}/stat", proc, pid).c_str(), stat_) == 0 &&
+                parse_stat(stat_, now) && now.start == process.start)
+              stat = now;
+          }
+          return true;
+        }
       }
       // The process went (ESRCH): its pid may be another's by now, whose files are opened below.
       process.close_files();
@@ -232,7 +340,7 @@ class JobProcSensor final : public Sensor {
     if (dir.get() < 0) return false;  // gone
     int status_error = hold_files_ ? process.status.open_at(dir.get(), "status", O_RDONLY) : ENOBUFS;
     // stat after status: a process whose pid was reused in between fails the held status.
-    if (read_small(dir.get(), "stat", stat_) != 0 || !parse_start(stat_, start)) {
+    if (read_small(dir.get(), "stat", stat_) != 0 || !parse_stat(stat_, stat)) {
       process.close_files();
       return false;  // gone
     }
@@ -261,13 +369,20 @@ class JobProcSensor final : public Sensor {
   std::uint64_t round_ = 0;
   PerJob<JobState> states_;
   std::string stat_, status_, io_;
+  struct Name {
+    std::string_view name;  // a Process's comm or an ended_cpu key
+    std::uint64_t cpu, processes;
+  };
+  std::vector<Name> names_;  // commands()'s buffers
+  std::string label_;
 };
 
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("JobProc",
                          "Per-job sums of /proc/<pid>/io and of memory sizes from /proc/<pid>/status "
-                         "over each job's processes; I/O totals keep what ended processes did",
+                         "over each job's processes; I/O totals keep what ended processes did; label "
+                         "commands: the processes' command names, most CPU first",
                          kOptions, kCatalog, JobProcSensor, .row = DashboardRow::jobs, .node_keys = "jobs", .job_keys = "*");
 
 }  // namespace fructosa::sensors

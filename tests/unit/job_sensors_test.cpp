@@ -12,6 +12,7 @@
 // still listed, on the live cgroup, and with no budget at all.
 #include <errno.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <linux/capability.h>
@@ -19,6 +20,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -34,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "jobs.h"
@@ -213,6 +216,74 @@ TEST(JobProcFixture, TotalsDoNotGoDownWhenAProcessEnds) {
   EXPECT_EQ(fourth.at(1, "processes"), 0);  // the fixed directory still lists it
   EXPECT_EQ(fourth.at(1, "rchar"), 1810);
   EXPECT_EQ(fourth.at(2, "rchar"), 57);
+}
+
+// The label `commands` of each job's sample in one JobProc reading (job -> value).
+std::map<std::uint64_t, std::string> commands_labels(Rig& rig) {
+  std::vector<Sample> samples;
+  SampleWriter out(samples, "node", rig.definition->name, test::next_reading_time());
+  EXPECT_TRUE(rig.sensor->sample(out));
+  std::map<std::uint64_t, std::string> labels;
+  for (const auto& sample : samples)
+    for (const auto& label : sample.labels)
+      if (label.key == "commands") labels[sample.job] = label.value;
+  return labels;
+}
+
+// A process of the fixture copy named `comm` that used utime + stime clock ticks.
+void write_process(const std::string& proc, int pid, const std::string& comm, int utime, int stime,
+                   int start = 5000) {
+  const std::string dir = proc + "/" + std::to_string(pid);
+  fs::create_directories(dir);
+  write_file(dir + "/stat", fmt::format("{0} ({1}) S 1 {0} {0} 0 -1 4194560 1000 0 2 0 {2} {3} 0 0 20 0 1 0 {4} "
+                                        "10240000 500 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
+                                        pid, comm, utime, stime, start));
+  write_file(dir + "/status", fmt::format("Name:\t{}\nVmRSS:\t4 kB\n", comm));
+}
+
+TEST(JobProcFixture, CommandsLabelNamesTheProcessesMostCpuFirst) {
+  FixtureCopy copy;
+  Rig rig("JobProc", copy.jobs(), Roots{copy.proc(), "/nonexistent-sys"});
+  // Every fixture process used 50 + 10 ticks: ties go to more processes, then byte order.
+  auto labels = commands_labels(rig);
+  EXPECT_EQ(labels[1], "my (odd) name,python3,setuid-tool");  // 103 is listed but has no /proc entry
+  EXPECT_EQ(labels[2], "bash,defunct");
+
+  // 102 works (its stat is read again each round on a fixture tree); 101 ends: its 60 ticks stay.
+  write_process(copy.proc(), 102, "setuid-tool", 400, 100, 7000);
+  write_process(copy.proc(), 100, "python3", 70, 10);
+  fs::remove_all(copy.proc() + "/101");
+  write_file(copy.dir.path() + "/cgroup/job_1/step_0/cgroup.procs", "");
+  EXPECT_EQ(commands_labels(rig)[1], "setuid-tool,python3,my (odd) name");
+
+  // pid 100 goes to another process (another start time): python3 keeps its 80 ticks.
+  write_process(copy.proc(), 100, "gmx_mpi", 900, 100, 9000);
+  EXPECT_EQ(commands_labels(rig)[1], "gmx_mpi,setuid-tool,python3,my (odd) name");
+
+  // Job 2: seven names, the five that used most, summed per name; a ',' in a name reads '_'.
+  std::string procs = "200\n201\n";
+  const std::vector<std::tuple<int, std::string, int>> more{
+      {210, "lmp", 300}, {211, "lmp", 300}, {212, "a,b", 500}, {213, "srun", 1},
+      {214, "sleep", 0}, {215, "python3", 200}, {216, "tee", 0}};
+  for (const auto& [pid, comm, ticks] : more) {
+    write_process(copy.proc(), pid, comm, ticks, 0);
+    procs += std::to_string(pid) + "\n";
+  }
+  write_file(copy.dir.path() + "/cgroup/job_2/cgroup.procs", procs);
+  EXPECT_EQ(commands_labels(rig)[2], "lmp,a_b,python3,bash,defunct");
+
+  // Once every process of a job ended, the label names what they used.
+  write_file(copy.dir.path() + "/cgroup/job_2/cgroup.procs", "");
+  write_file(copy.dir.path() + "/cgroup/job_1/cgroup.procs", "");
+  labels = commands_labels(rig);
+  EXPECT_EQ(labels[1], "gmx_mpi,setuid-tool,python3,my (odd) name");
+  EXPECT_EQ(labels[2], "lmp,a_b,python3,bash,defunct");
+
+  // A job that never had a process has no label.
+  test::TempDir empty;
+  write_file(empty.file("cgroup.procs"), "");
+  Rig none("JobProc", {unified_job(3, empty.path())}, Roots{copy.proc(), "/nonexistent-sys"});
+  EXPECT_EQ(commands_labels(none).count(3), 0u);
 }
 
 TEST(JobSensors, WithoutJobDiscoveryTheyAreUnavailable) {
@@ -634,6 +705,59 @@ TEST(JobProcLive, HeldFilesOfAProcessThatEndedWhileStillListedCountNothing) {
   kill_and_reap(second);
   EXPECT_EQ(read(proc).at(7, "processes"), 0);
   EXPECT_EQ(FdBudget::held(), before);
+}
+
+TEST(JobProcLive, CommandsFollowTheCpuOfHeldProcessesWithinTenRounds) {
+  // Two real processes named by prctl: "aidle" waits, "burner" uses CPU once told to. Their
+  // files are held, so stat is read again only in one round out of ten per process.
+  test::TempDir dir;
+  fs::create_directories(dir.file("job_9"));
+  int go[2], done[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  pid_t idle = ::fork();
+  if (idle == 0) {
+    ::prctl(PR_SET_NAME, "aidle");
+    for (;;) ::pause();
+  }
+  pid_t burner = ::fork();
+  if (burner == 0) {
+    ::prctl(PR_SET_NAME, "burner");
+    char byte;
+    if (::read(go[0], &byte, 1) != 1) ::_exit(1);
+    timespec start{}, now{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    do ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);  // 200 ms of CPU: 20 clock ticks
+    while ((now.tv_sec - start.tv_sec) * 1'000'000'000L + (now.tv_nsec - start.tv_nsec) < 200'000'000L);
+    if (::write(done[1], "x", 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ASSERT_GT(idle, 0);
+  ASSERT_GT(burner, 0);
+  // Each has its name once /proc says so (prctl runs after fork returns).
+  for (int tries = 0; tries < 200; ++tries) {
+    std::string a, b;
+    std::ifstream(fmt::format("/proc/{}/comm", idle)) >> a;
+    std::ifstream(fmt::format("/proc/{}/comm", burner)) >> b;
+    if (a == "aidle" && b == "burner") break;
+    ::usleep(5000);
+  }
+  write_file(dir.file("job_9/cgroup.procs"), fmt::format("{}\n{}\n", idle, burner));
+  {
+    const std::size_t before = FdBudget::held();
+    Rig proc("JobProc", {unified_job(9, dir.file("job_9"))}, Roots{});
+    EXPECT_EQ(commands_labels(proc)[9], "aidle,burner");  // no CPU yet: byte order
+    EXPECT_EQ(FdBudget::held(), before + 4);               // status and io of each, no stat
+    char byte;
+    ASSERT_EQ(::write(go[1], "x", 1), 1);
+    ASSERT_EQ(::read(done[0], &byte, 1), 1);
+    int rounds = 0;
+    while (commands_labels(proc)[9] != "burner,aidle" && rounds < 12) ++rounds;
+    EXPECT_LT(rounds, 10) << "the burner's CPU was not seen within ten rounds";
+  }
+  kill_and_reap(idle);
+  kill_and_reap(burner);
+  for (int fd : {go[0], go[1], done[0], done[1]}) ::close(fd);
 }
 
 void* pause_forever(void*) {

@@ -62,6 +62,22 @@ TEST(ReportFigures, EfficiencyIsCoresUsedOverCoresAllocated) {
   EXPECT_EQ(verdict.notes[1].text, "peak memory 2.1 GiB of 64 GiB requested: ask for 3 GiB");
 }
 
+TEST(ReportFigures, TheApplicationIsWhatMostNodesRan) {
+  HostData a = host("a", 600, 1, 4, kGiB, 2 * kGiB), b = a, c = a;
+  b.host = "b";
+  c.host = "c";
+  a.labels["JobProc.commands"] = "python3,srun";
+  b.labels["JobProc.commands"] = "srun,gmx_mpi,bash";
+  c.labels["JobProc.commands"] = "gmx_mpi";
+  JobFigures figures = analyse(job({a, b, c}));
+  EXPECT_EQ(figures.application, "gromacs");
+  EXPECT_NE(render_text(figures, judge(figures)).find("ran gromacs"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(render_json(figures, judge(figures)))["application"], "gromacs");
+  // A site's own entry comes first.
+  EXPECT_EQ(analyse(job({c}), {AppPattern{"our-gromacs", {"gmx_*"}}}).application, "our-gromacs");
+  EXPECT_EQ(analyse(job({host("d", 600, 1, 4, kGiB, 2 * kGiB)})).application, "");
+}
+
 TEST(ReportRules, EachRuleFiresOnTheJobItDescribes) {
   EXPECT_EQ(judge(analyse(job({host("n", 600, 0.01, 4, kGiB, 2 * kGiB)}))).word, "idle");
   EXPECT_EQ(judge(analyse(job({host("n", 600, 3.9, 4, 1.9 * kGiB, 2 * kGiB)}))).word, "memory_near_limit");
