@@ -1,6 +1,6 @@
-// What fructosa-report reads of a job, whatever the source (HDF5 files: hdf5_source.h; later the
-// Graphite render API): per host, the series of every metric of every sensor that attributed
-// samples to the job, and the job's labels.
+// What fructosa-report reads of a job, whatever the source (HDF5 files: hdf5_source.h; the
+// Graphite render API: graphite_source.h): per host, the series of every metric of every sensor
+// that attributed samples to the job, and the job's labels.
 #pragma once
 
 #include <cstdint>

@@ -3,9 +3,11 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <memory>
 
 #include "analysis.h"
 #include "config.h"
+#include "graphite_source.h"
 #include "hdf5_source.h"
 #include "render.h"
 #include "slurm_request.h"
@@ -24,7 +26,8 @@ Prints the report of each job: elapsed time, CPU efficiency against the CPUs it 
 memory peak against its limit, I/O, per node with a sparkline of its cores and memory, and a
 verdict with advice (docs/report.md). --list lists the jobs seen, one line each with its
 verdict. The data is what lmaster's HDF5 output stored: the series of files of its [hdf5]
-path (read from -c), or the file or directory given with --data.
+path (read from -c), or the file or directory given with --data; or, with --graphite, what
+its [Graphite] output sent, read through graphite-web's render API (no user is known there).
 
 Exit status: 0; 1 when a job has no data or the data cannot be read; 2 on a usage error.
 
@@ -64,6 +67,10 @@ int main(int argc, char** argv) {
       ("config,c", po::value<std::string>()->default_value("/etc/fructosa/lmaster.conf"),
        "lmaster's configuration: its [hdf5] path names the files")
       ("data,d", po::value<std::string>(), "an HDF5 file, the [hdf5] path link, or a directory of files (instead of -c)")
+      ("graphite", po::value<std::string>(), "read Graphite's render API at URL (graphite-web, e.g. http://graphite:8080) instead of HDF5 files")
+      ("graphite-prefix", po::value<std::string>()->default_value(""), "--graphite: lmaster's [Graphite] prefix")
+      ("graphite-from", po::value<std::string>()->default_value("-30d"), "--graphite: how far back to look for jobs (Graphite's from: -30d, -12h, 20261125, seconds since the epoch)")
+      ("graphite-until", po::value<std::string>()->default_value("now"), "--graphite: the end of that window (Graphite's until)")
       ("format,f", po::value<std::string>()->default_value("text"),
        "text, json, html (one self-contained document of every job), or summary (one line: what contrib/slurm/fructosa-epilog stores in the job's AdminComment)")
       ("slurm", po::value<std::string>()->default_value("auto"),
@@ -110,6 +117,10 @@ int main(int argc, char** argv) {
     std::cerr << "fructosa-report: give job ids, or --list\n" << options;
     return 2;
   }
+  if (args.count("graphite") && args.count("data")) {
+    std::cerr << "fructosa-report: give --data or --graphite, not both\n";
+    return 2;
+  }
   std::vector<std::uint64_t> ids;
   for (const auto& word : words) {
     char* end = nullptr;
@@ -138,16 +149,21 @@ int main(int argc, char** argv) {
   }
 
   try {
-    std::string where =
-        args.count("data") ? args["data"].as<std::string>() : hdf5_path_of(args["config"].as<std::string>());
-    Hdf5Source source(where);
+    std::unique_ptr<JobSource> source;
+    if (args.count("graphite"))
+      source = std::make_unique<GraphiteSource>(GraphiteSettings{
+          args["graphite"].as<std::string>(), args["graphite-prefix"].as<std::string>(),
+          args["graphite-from"].as<std::string>(), args["graphite-until"].as<std::string>()});
+    else
+      source = std::make_unique<Hdf5Source>(
+          args.count("data") ? args["data"].as<std::string>() : hdf5_path_of(args["config"].as<std::string>()));
     if (list) {
       std::vector<ListedJob> listed;
-      for (auto& summary : source.jobs()) {
+      for (auto& summary : source->jobs()) {
         if (since && summary.last_ns < *since) continue;
         if (until && summary.first_ns >= *until) continue;
         if (args.count("user") && summary.user != args["user"].as<std::string>()) continue;
-        auto data = source.job(summary.id);
+        auto data = source->job(summary.id);
         std::string verdict = data ? judge(analyse(*data)).word : "?";
         listed.push_back({std::move(summary), std::move(verdict)});
       }
@@ -158,9 +174,9 @@ int main(int argc, char** argv) {
     bool first = true;
     std::vector<std::pair<JobFigures, Verdict>> html;  // --format html: one document, printed at the end
     for (auto id : ids) {
-      auto data = source.job(id);
+      auto data = source->job(id);
       if (!data) {
-        std::cerr << "fructosa-report: job " << id << ": no sample of it in " << source.describe()
+        std::cerr << "fructosa-report: job " << id << ": no sample of it in " << source->describe()
                   << " (is a per-job sensor such as [sensor:JobCgroup] enabled on its nodes?)\n";
         status = 1;
         continue;
