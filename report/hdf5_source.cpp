@@ -20,6 +20,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "hdf5_tables.h"
@@ -109,6 +110,21 @@ auto read_file(const fs::path& path, std::chrono::milliseconds retry, Read read)
   }
 }
 
+// read_file with read(file, closed): `closed` when no writer had the file open, before it was
+// opened and after it was read, so that its `jobs` attributes are complete and may be used to
+// skip the file, tables and hosts without a job. While a writer has it open they lag by up to a
+// minute (docs/hdf5.md): only the `job` columns say then. (lmaster closes the file being written
+// for a moment to add objects and attributes; a read that began in such a moment and saw the
+// attributes from before them is read again when the writer has the file open by its end.)
+template <typename Read>
+auto read_lmaster_file(const fs::path& path, std::chrono::milliseconds retry, Read read) {
+  const bool closed = !file_being_written(path);
+  auto result = read_file(path, retry, [&](const OpenFile& file) { return read(file, closed); });
+  if (closed && file_being_written(path))
+    result = read_file(path, retry, [&](const OpenFile& file) { return read(file, false); });
+  return result;
+}
+
 // --- what is gathered ---------------------------------------------------------------------------
 
 struct JobTally {
@@ -127,31 +143,57 @@ void keep_latest(std::optional<std::pair<std::int64_t, std::string>>& latest, st
 
 using JobTallies = std::map<std::uint64_t, JobTally>;
 
-JobTallies tally_file(const OpenFile& file) {
+// Whether an object's `jobs` attribute names a job (an id other than 0); true without one.
+bool may_hold_jobs(hid_t object) {
+  const auto jobs = jobs_attribute(object);
+  return !jobs || (!jobs->empty() && jobs->back() != 0);
+}
+
+// Whether an object's `jobs` attribute names `id`; true without one.
+bool may_hold_job(hid_t object, std::uint64_t id) {
+  const auto jobs = jobs_attribute(object);
+  return !jobs || std::binary_search(jobs->begin(), jobs->end(), id);
+}
+
+JobTallies tally_file(const OpenFile& file, bool closed) {
   JobTallies tallies;
-  for (const Table& table : tables_of(file)) {
+  if (closed && !may_hold_jobs(file.file.get())) return tallies;
+  const KeepGroup keep = closed ? KeepGroup(may_hold_jobs) : KeepGroup();
+  for (const Table& table : tables_of(file, keep)) {
     RowKeys keys(file, table);
     std::optional<TextColumn> user;
     if (table.sensor == kJobCgroup) user = label_column(file, table, kUserLabel);
     // Rows of jobs, for the label `user` (read afterwards, over those rows only).
     std::vector<hsize_t> user_rows;
     std::vector<std::pair<std::int64_t, JobTally*>> user_row_jobs;
+    // The hosts (indexes of keys.hosts()) of each job in this table.
+    struct TableJob {
+      JobTally* tally = nullptr;
+      std::vector<char> hosts;
+    };
+    std::unordered_map<std::uint64_t, TableJob> table_jobs;
     std::uint64_t last_job = 0;
-    JobTally* tally = nullptr;
-    keys.each([&](hsize_t row, std::int64_t time, std::uint64_t job, std::uint32_t host) {
-      if (job == 0) return;
-      if (!tally || job != last_job) {
-        tally = &tallies[job];
-        last_job = job;
-      }
-      tally->hosts.insert(keys.hosts()[host]);
-      tally->first = std::min(tally->first, time);
-      tally->last = std::max(tally->last, time);
-      if (user) {
-        user_rows.push_back(row);
-        user_row_jobs.emplace_back(time, tally);
-      }
-    });
+    TableJob* current = nullptr;
+    keys.each([](std::uint64_t job) { return job != 0; },
+              [&](hsize_t row, std::int64_t time, std::uint64_t job, std::uint32_t host) {
+                if (!current || job != last_job) {
+                  current = &table_jobs[job];
+                  if (!current->tally) current->tally = &tallies[job];
+                  last_job = job;
+                }
+                if (host >= current->hosts.size()) current->hosts.resize(host + 1, 0);
+                current->hosts[host] = 1;
+                JobTally* tally = current->tally;
+                tally->first = std::min(tally->first, time);
+                tally->last = std::max(tally->last, time);
+                if (user) {
+                  user_rows.push_back(row);
+                  user_row_jobs.emplace_back(time, tally);
+                }
+              });
+    for (const auto& [job, seen] : table_jobs)
+      for (std::size_t host = 0; host < seen.hosts.size(); ++host)
+        if (seen.hosts[host]) seen.tally->hosts.insert(keys.hosts()[host]);
     if (user && !user_rows.empty()) {
       const auto values = pick_texts(file, *user, user_rows);
       for (std::size_t i = 0; i < values.size(); ++i)
@@ -161,56 +203,46 @@ JobTallies tally_file(const OpenFile& file) {
   return tallies;
 }
 
-// One sensor's rows of the job on one host: the times, each column (NaN where a row has no
-// value) and each label's latest non-empty value.
-struct SensorRows {
+using Latest = std::optional<std::pair<std::int64_t, std::string>>;
+
+// One sensor's rows of the job on one host in one table of one file: the times, each column of
+// the table (NaN where a row has no value) and each label's latest non-empty value.
+struct Piece {
   std::vector<std::int64_t> time;
   std::map<std::string, std::vector<double>> columns;
-  std::map<std::string, std::optional<std::pair<std::int64_t, std::string>>> labels;
-
-  // Appends rows: `times`, and the values of some columns for them; other columns read NaN there.
-  void append(const std::vector<std::int64_t>& times,
-              std::map<std::string, std::vector<double>>&& values) {
-    const std::size_t before = time.size();
-    time.insert(time.end(), times.begin(), times.end());
-    for (auto& [key, column] : values) {
-      auto& into = columns[key];
-      into.resize(before, kNaN);
-      into.insert(into.end(), column.begin(), column.end());
-    }
-    for (auto& [key, column] : columns) column.resize(time.size(), kNaN);
-  }
-  void merge_labels(
-      const std::map<std::string, std::optional<std::pair<std::int64_t, std::string>>>& more) {
-    for (const auto& [key, latest] : more)
-      if (latest) keep_latest(labels[key], latest->first, latest->second);
-  }
+  std::map<std::string, Latest> labels;
 };
 
-// host -> sensor -> rows
-using JobRows = std::map<std::string, std::map<std::string, SensorRows>>;
+// host -> sensor -> pieces, in the order read (files oldest first). Kept apart until the whole
+// job is read, so that every series is made once at its size (no vector grown by appending).
+using JobRows = std::map<std::string, std::map<std::string, std::vector<Piece>>>;
 
-JobRows job_rows_of_file(const OpenFile& file, std::uint64_t id) {
+JobRows job_rows_of_file(const OpenFile& file, std::uint64_t id, bool closed) {
   JobRows result;
-  for (const Table& table : tables_of(file)) {
+  auto may_hold = [id](hid_t object) { return may_hold_job(object, id); };
+  if (closed && !may_hold(file.file.get())) return result;
+  const KeepGroup keep = closed ? KeepGroup(may_hold) : KeepGroup();
+  for (const Table& table : tables_of(file, keep)) {
     RowKeys keys(file, table);
     std::vector<hsize_t> rows;
     std::vector<std::int64_t> times;
     std::vector<std::uint32_t> hosts;
-    keys.each([&](hsize_t row, std::int64_t time, std::uint64_t job, std::uint32_t host) {
-      if (job != id) return;
-      rows.push_back(row);
-      times.push_back(time);
-      hosts.push_back(host);
-    });
+    keys.each([id](std::uint64_t job) { return job == id; },
+              [&](hsize_t row, std::int64_t time, std::uint64_t, std::uint32_t host) {
+                rows.push_back(row);
+                times.push_back(time);
+                hosts.push_back(host);
+              });
     if (rows.empty()) continue;
-    // The rows of each host (index into rows).
+    // The rows of each host (index into rows), and its piece.
     std::map<std::uint32_t, std::vector<std::size_t>> by_host;
     for (std::size_t i = 0; i < rows.size(); ++i) by_host[hosts[i]].push_back(i);
-    std::map<std::uint32_t, std::map<std::string, std::vector<double>>> host_columns;
-    std::map<std::uint32_t,
-             std::map<std::string, std::optional<std::pair<std::int64_t, std::string>>>>
-        host_labels;
+    std::map<std::uint32_t, Piece> pieces;
+    for (const auto& [host, indexes] : by_host) {
+      Piece& piece = pieces[host];
+      piece.time.reserve(indexes.size());
+      for (std::size_t i : indexes) piece.time.push_back(times[i]);
+    }
     for (const auto& link : hard_links(file, table.group.get(), table.where)) {
       if (link == "time" || link == "job" || link == "host") continue;
       const std::string where = table.where + "/" + link;
@@ -224,7 +256,7 @@ JobRows job_rows_of_file(const OpenFile& file, std::uint64_t id) {
         std::vector<double> mine;
         mine.reserve(indexes.size());
         for (std::size_t i : indexes) mine.push_back(values[i]);
-        host_columns[host][key] = std::move(mine);
+        pieces[host].columns[key] = std::move(mine);
       }
     }
     Handle labels =
@@ -239,53 +271,92 @@ JobRows job_rows_of_file(const OpenFile& file, std::uint64_t id) {
         const TextColumn column = open_text(file, labels.get(), link, where);
         const std::vector<std::string> values = pick_texts(file, column, rows);
         for (const auto& [host, indexes] : by_host) {
-          auto& latest = host_labels[host][key];
+          auto& latest = pieces[host].labels[key];
           for (std::size_t i : indexes) keep_latest(latest, times[i], values[i]);
         }
       }
     }
-    for (const auto& [host, indexes] : by_host) {
-      std::vector<std::int64_t> host_times;
-      host_times.reserve(indexes.size());
-      for (std::size_t i : indexes) host_times.push_back(times[i]);
-      SensorRows& into = result[keys.hosts()[host]][table.sensor];
-      into.append(host_times, std::move(host_columns[host]));
-      into.merge_labels(host_labels[host]);
-    }
+    for (auto& [host, piece] : pieces)
+      result[keys.hosts()[host]][table.sensor].push_back(std::move(piece));
   }
   return result;
 }
 
-HostData host_data(const std::string& host, std::map<std::string, SensorRows>& sensors) {
+// A host's series and labels from its pieces (freed as they are used: the pieces and the series
+// made of them are not held twice).
+HostData host_data(const std::string& host, std::map<std::string, std::vector<Piece>>& sensors) {
   HostData data;
   data.host = host;
-  for (auto& [sensor, rows] : sensors) {
+  for (auto& [sensor, pieces] : sensors) {
     data.sensors.push_back(sensor);
-    // Time order (rows are stored in the order lmaster received them).
-    std::vector<std::size_t> order(rows.time.size());
-    std::iota(order.begin(), order.end(), 0);
-    const bool sorted = std::is_sorted(rows.time.begin(), rows.time.end());
-    if (!sorted)
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return rows.time[a] < rows.time[b]; });
+    std::vector<std::size_t> piece_rows;
+    for (const Piece& piece : pieces) piece_rows.push_back(piece.time.size());
+    const std::size_t rows = std::accumulate(piece_rows.begin(), piece_rows.end(), std::size_t{0});
     std::vector<std::int64_t> times;
-    times.reserve(order.size());
-    for (std::size_t i : order) times.push_back(rows.time[i]);
-    for (auto& [key, values] : rows.columns) {
+    times.reserve(rows);
+    for (Piece& piece : pieces) {
+      times.insert(times.end(), piece.time.begin(), piece.time.end());
+      std::vector<std::int64_t>().swap(piece.time);
+    }
+    // Time order (rows are stored in the order lmaster received them).
+    std::vector<std::size_t> order;
+    const bool sorted = std::is_sorted(times.begin(), times.end());
+    if (!sorted) {
+      order.resize(rows);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return times[a] < times[b]; });
+      std::vector<std::int64_t> in_order;
+      in_order.reserve(rows);
+      for (std::size_t i : order) in_order.push_back(times[i]);
+      times.swap(in_order);
+    }
+    // Every key of any piece: NaN in the rows of pieces without it.
+    std::set<std::string> keys;
+    for (const Piece& piece : pieces)
+      for (const auto& [key, values] : piece.columns) keys.insert(key);
+    std::vector<std::pair<std::string, std::vector<double>>> kept;
+    for (const auto& key : keys) {
+      std::vector<double> values;
+      if (pieces.size() == 1) {
+        values = std::move(pieces.front().columns.at(key));
+      } else {
+        values.reserve(rows);
+        for (std::size_t p = 0; p < pieces.size(); ++p) {
+          auto found = pieces[p].columns.find(key);
+          if (found == pieces[p].columns.end()) {
+            values.insert(values.end(), piece_rows[p], kNaN);
+          } else {
+            values.insert(values.end(), found->second.begin(), found->second.end());
+            pieces[p].columns.erase(found);
+          }
+        }
+      }
       if (std::all_of(values.begin(), values.end(), [](double v) { return std::isnan(v); }))
         continue;
-      Series series;
-      series.time_ns = times;
-      if (sorted) {
-        series.values = std::move(values);
-      } else {
-        series.values.reserve(order.size());
-        for (std::size_t i : order) series.values.push_back(values[i]);
+      if (!sorted) {
+        std::vector<double> in_order;
+        in_order.reserve(rows);
+        for (std::size_t i : order) in_order.push_back(values[i]);
+        values.swap(in_order);
       }
-      data.metrics.emplace(sensor + "." + key, std::move(series));
+      kept.emplace_back(sensor + "." + key, std::move(values));
     }
-    for (const auto& [key, latest] : rows.labels)
+    // Every series of the sensor has these times: a copy each (Series owns its times), the last
+    // takes them.
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      Series series;
+      series.time_ns = i + 1 == kept.size() ? std::move(times) : times;
+      series.values = std::move(kept[i].second);
+      data.metrics.emplace(std::move(kept[i].first), std::move(series));
+    }
+    std::map<std::string, Latest> labels;
+    for (const Piece& piece : pieces)
+      for (const auto& [key, latest] : piece.labels)
+        if (latest) keep_latest(labels[key], latest->first, latest->second);
+    for (const auto& [key, latest] : labels)
       if (latest) data.labels.emplace(sensor + "." + key, latest->second);
+    pieces.clear();
   }
   return data;
 }
@@ -384,7 +455,7 @@ std::vector<JobSummary> Hdf5Source::jobs() {
   quiet_hdf5();
   JobTallies all;
   for (const auto& path : files_) {
-    JobTallies tallies = read_file(path, open_retry_, tally_file);
+    JobTallies tallies = read_lmaster_file(path, open_retry_, tally_file);
     for (auto& [id, tally] : tallies) {
       JobTally& into = all[id];
       into.hosts.merge(tally.hosts);
@@ -411,13 +482,13 @@ std::optional<JobData> Hdf5Source::job(std::uint64_t id) {
   if (id == 0) return std::nullopt;
   JobRows all;
   for (const auto& path : files_) {
-    JobRows rows = read_file(path, open_retry_,
-                             [id](const OpenFile& file) { return job_rows_of_file(file, id); });
+    JobRows rows = read_lmaster_file(path, open_retry_, [id](const OpenFile& file, bool closed) {
+      return job_rows_of_file(file, id, closed);
+    });
     for (auto& [host, sensors] : rows)
-      for (auto& [sensor, more] : sensors) {
-        SensorRows& into = all[host][sensor];
-        into.append(more.time, std::move(more.columns));
-        into.merge_labels(more.labels);
+      for (auto& [sensor, pieces] : sensors) {
+        auto& into = all[host][sensor];
+        for (Piece& piece : pieces) into.push_back(std::move(piece));
       }
   }
   if (all.empty()) return std::nullopt;

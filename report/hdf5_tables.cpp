@@ -115,6 +115,23 @@ std::optional<long long> integer_attribute(hid_t object, const char* name) {
   return value;
 }
 
+std::optional<std::vector<std::uint64_t>> jobs_attribute(hid_t object) {
+  if (H5Aexists(object, "jobs") <= 0) return std::nullopt;
+  Handle attribute(H5Aopen(object, "jobs", H5P_DEFAULT), H5Aclose);
+  Handle type(attribute ? H5Aget_type(attribute.get()) : -1, H5Tclose);
+  Handle space(attribute ? H5Aget_space(attribute.get()) : -1, H5Sclose);
+  if (!type || !space || H5Tget_class(type.get()) != H5T_INTEGER) return std::nullopt;
+  const H5S_class_t shape = H5Sget_simple_extent_type(space.get());
+  if (shape == H5S_NULL) return std::vector<std::uint64_t>{};
+  const hssize_t points = H5Sget_simple_extent_npoints(space.get());
+  if (shape != H5S_SIMPLE || points < 0) return std::nullopt;
+  std::vector<std::uint64_t> jobs(static_cast<std::size_t>(points));
+  if (!jobs.empty() && H5Aread(attribute.get(), H5T_NATIVE_UINT64, jobs.data()) < 0)
+    return std::nullopt;
+  if (!std::is_sorted(jobs.begin(), jobs.end())) std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
+
 // --- objects ------------------------------------------------------------------------------------
 
 namespace {
@@ -246,7 +263,7 @@ std::vector<std::string> pick_texts(const OpenFile& file, const TextColumn& colu
 
 // --- tables -------------------------------------------------------------------------------------
 
-std::vector<Table> tables_of(const OpenFile& file) {
+std::vector<Table> tables_of(const OpenFile& file, const KeepGroup& keep) {
   std::vector<Table> tables;
   auto add = [&](Handle group, const std::string& link, const std::string& where,
                  const std::string& default_host) {
@@ -263,6 +280,7 @@ std::vector<Table> tables_of(const OpenFile& file) {
     const std::string where = "/" + link;
     Handle group = open_object(file, root, link, H5I_GROUP, where);
     if (!group) continue;
+    if (keep && !keep(group.get())) continue;  // a table or a host's group
     if (has_link(group.get(), "time")) {  // a per_sensor table
       if (!has_link(group.get(), "host"))
         fail(file.path, where + " is a table at the root without a host column");
@@ -274,11 +292,30 @@ std::vector<Table> tables_of(const OpenFile& file) {
     for (const auto& sensor_link : hard_links(file, group.get(), where)) {
       const std::string table_where = where + "/" + sensor_link;
       Handle table = open_object(file, group.get(), sensor_link, H5I_GROUP, table_where);
-      if (table && has_link(table.get(), "time"))
+      if (table && has_link(table.get(), "time") && (!keep || keep(table.get())))
         add(std::move(table), sensor_link, table_where, host);
     }
   }
   return tables;
+}
+
+RowKeys::RowKeys(const OpenFile& file, const Table& table)
+    : file_(file),
+      time_(open_numbers(file, table.group.get(), "time", table.where + "/time")),
+      job_(open_numbers(file, table.group.get(), "job", table.where + "/job")) {
+  rows_ = std::min(time_.rows, job_.rows);
+  if (table.host_column) {
+    host_ = open_text(file, table.group.get(), "host", table.where + "/host");
+    rows_ = std::min(rows_, host_->rows);
+  } else {
+    hosts_.push_back(table.host);
+  }
+  // Wanted rows a chunk apart or more are read apart (the chunks between are not decompressed).
+  Handle create(H5Dget_create_plist(time_.dataset.get()), H5Pclose);
+  hsize_t chunk = 0;
+  if (create && H5Pget_layout(create.get()) == H5D_CHUNKED &&
+      H5Pget_chunk(create.get(), 1, &chunk) == 1 && chunk > 0)
+    gap_ = std::min(chunk, kBlockRows);
 }
 
 std::optional<TextColumn> label_column(const OpenFile& file, const Table& table,

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -62,6 +63,12 @@ OpenFile open_file(const std::filesystem::path& path, std::chrono::milliseconds 
 std::optional<std::string> text_attribute(hid_t object, const char* name);
 
 std::optional<long long> integer_attribute(hid_t object, const char* name);
+
+// The `jobs` attribute lmaster writes on the file root, each table and (per_host) each host group:
+// the job ids (0 included: the nodes' own rows) present below, sorted ascending (sorted here if
+// not). Empty for an H5S_NULL attribute; nullopt when absent or not integers. Complete only once
+// the file is closed (it lags while a writer has the file open: file_being_written).
+std::optional<std::vector<std::uint64_t>> jobs_attribute(hid_t object);
 
 // --- objects ------------------------------------------------------------------------------------
 
@@ -144,74 +151,99 @@ struct Table {
   bool host_column = false;  // per_sensor: a `host` dataset names each row's host
 };
 
-// Every table of a file, either layout: /<sensor> with a host column, /<host>/<sensor> without.
-std::vector<Table> tables_of(const OpenFile& file);
+// Every table of a file, either layout: /<sensor> with a host column, /<host>/<sensor> without;
+// only those `keep` accepts (called with each per_host host group, then with each table group,
+// before anything else of them is read), when given.
+using KeepGroup = std::function<bool(hid_t group)>;
+std::vector<Table> tables_of(const OpenFile& file, const KeepGroup& keep = {});
 
-// The columns that say whose each row is: time, job and (per_sensor) host, read a block at a
-// time. Rows: len(time) (fewer if job or host is shorter: a file a killed writer left).
+// The columns that say whose each row is: time, job and (per_sensor) host. Rows: len(time) (fewer
+// if job or host is shorter: a file a killed writer left). `job` is read first, a block at a time;
+// `time` and `host` only over the spans of the block that hold rows wanted (runs of rows wanted
+// less than a chunk of `time` apart), and a row's host is looked up only when it is wanted.
 class RowKeys {
  public:
-  RowKeys(const OpenFile& file, const Table& table)
-      : file_(file),
-        time_(open_numbers(file, table.group.get(), "time", table.where + "/time")),
-        job_(open_numbers(file, table.group.get(), "job", table.where + "/job")) {
-    rows_ = std::min(time_.rows, job_.rows);
-    if (table.host_column) {
-      host_ = open_text(file, table.group.get(), "host", table.where + "/host");
-      rows_ = std::min(rows_, host_->rows);
-    } else {
-      hosts_.push_back(table.host);
-    }
-  }
+  RowKeys(const OpenFile& file, const Table& table);
 
   // The hosts rows name (host indexes below index this).
   const std::vector<std::string>& hosts() const { return hosts_; }
 
-  // Calls row(index, time, job, host index) for every row, in order; rows whose time is 0 (the
-  // fill value: grown, never written) are left out.
-  template <typename Row>
-  void each(Row row) {
-    std::vector<std::int64_t> times;
+  // Calls row(index, time, job, host index) for every row whose job `want(job)` accepts, in
+  // order; rows whose time is 0 (the fill value: grown, never written) are left out.
+  template <typename Want, typename Row>
+  void each(Want want, Row row) {
     std::vector<std::uint64_t> jobs;
+    std::vector<std::int64_t> times;
     std::vector<std::uint32_t> host_of;
+    std::vector<std::uint32_t> wanted;  // offsets in the block
     for (hsize_t start = 0; start < rows_; start += kBlockRows) {
       const hsize_t count = std::min(kBlockRows, rows_ - start);
-      times.resize(count);
       jobs.resize(count);
-      read_rows(file_, time_.dataset.get(), H5T_NATIVE_INT64, start, count, times.data(),
-                time_.where);
       read_rows(file_, job_.dataset.get(), H5T_NATIVE_UINT64, start, count, jobs.data(),
                 job_.where);
-      host_of.assign(count, 0);
-      if (host_) {
-        std::string previous;
-        std::uint32_t previous_index = 0;
-        bool have_previous = false;
-        host_->read(file_, start, count, [&](hsize_t i, std::string_view host) {
-          if (!have_previous || host != previous) {
-            auto [found, added] = host_index_.try_emplace(
-                std::string(host), static_cast<std::uint32_t>(hosts_.size()));
-            if (added) hosts_.emplace_back(host);
-            previous = host;
-            previous_index = found->second;
-            have_previous = true;
-          }
-          host_of[i] = previous_index;
-        });
-      }
+      wanted.clear();
       for (hsize_t i = 0; i < count; ++i)
-        if (times[i] != 0) row(start + i, times[i], jobs[i], host_of[i]);
+        if (want(jobs[i])) wanted.push_back(static_cast<std::uint32_t>(i));
+      // Spans [first, last] of wanted rows, split where two are a chunk or more apart.
+      for (std::size_t w = 0; w < wanted.size();) {
+        std::size_t end = w + 1;
+        while (end < wanted.size() && wanted[end] - wanted[end - 1] < gap_) ++end;
+        const hsize_t first = wanted[w];
+        const hsize_t span = wanted[end - 1] - first + 1;
+        times.resize(span);
+        read_rows(file_, time_.dataset.get(), H5T_NATIVE_INT64, start + first, span, times.data(),
+                  time_.where);
+        host_of.assign(span, 0);
+        if (host_) {
+          std::size_t next = w;  // the next wanted row of the span
+          host_->read(file_, start + first, span, [&](hsize_t i, std::string_view host) {
+            if (next == end || wanted[next] != first + i) return;
+            ++next;
+            host_of[i] = host_index(host);
+          });
+        }
+        for (std::size_t k = w; k < end; ++k) {
+          const hsize_t i = wanted[k] - first;
+          if (times[i] != 0) row(start + wanted[k], times[i], jobs[wanted[k]], host_of[i]);
+        }
+        w = end;
+      }
     }
   }
 
  private:
+  struct TextHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view text) const {
+      return std::hash<std::string_view>{}(text);
+    }
+  };
+
+  std::uint32_t host_index(std::string_view host) {
+    if (have_previous_ && host == previous_) return previous_index_;
+    auto found = host_index_.find(host);
+    if (found == host_index_.end()) {
+      found = host_index_.emplace(std::string(host), static_cast<std::uint32_t>(hosts_.size()))
+                  .first;
+      hosts_.emplace_back(host);
+    }
+    previous_.assign(host);
+    previous_index_ = found->second;
+    have_previous_ = true;
+    return previous_index_;
+  }
+
   const OpenFile& file_;
   NumberColumn time_;
   NumberColumn job_;
   std::optional<TextColumn> host_;
   hsize_t rows_ = 0;
+  hsize_t gap_ = kBlockRows;  // rows of a chunk of `time`
   std::vector<std::string> hosts_;
-  std::unordered_map<std::string, std::uint32_t> host_index_;
+  std::unordered_map<std::string, std::uint32_t, TextHash, std::equal_to<>> host_index_;
+  std::string previous_;
+  std::uint32_t previous_index_ = 0;
+  bool have_previous_ = false;
 };
 
 // The label dataset at labels/<link> of `table`, if any.

@@ -265,6 +265,99 @@ TEST_P(ReportHdf5SourceLayout, ReadsTheWholeSeriesThroughTheLink) {
   EXPECT_TRUE(has_series(host_of(*early, "node1"), "S.a", {t0}, {1}));
 }
 
+// Sets the `jobs` attribute of `object` in the closed file `path` (H5S_NULL when empty, as the
+// output writes an empty one).
+void set_jobs_attribute(const std::string& path, const std::string& object,
+                        const std::vector<std::uint64_t>& jobs) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0) << path;
+  hid_t target = H5Oopen(file, object.c_str(), H5P_DEFAULT);
+  ASSERT_GE(target, 0) << object;
+  if (H5Aexists(target, "jobs") > 0) H5Adelete(target, "jobs");
+  hsize_t count = jobs.size();
+  hid_t space = count > 0 ? H5Screate_simple(1, &count, nullptr) : H5Screate(H5S_NULL);
+  hid_t attribute = H5Acreate2(target, "jobs", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+  const std::uint64_t none = 0;
+  H5Awrite(attribute, H5T_NATIVE_UINT64, jobs.empty() ? &none : jobs.data());
+  H5Aclose(attribute);
+  H5Sclose(space);
+  H5Oclose(target);
+  ASSERT_GE(H5Fclose(file), 0);
+}
+
+// Closed files: the `jobs` attributes of the file, its tables and (per_host) its hosts say which
+// jobs are below them, and what they leave out is not read. Here they lie (leave out jobs whose
+// rows are there), to show what is read.
+TEST_P(ReportHdf5SourceLayout, SkipsWhatTheJobsAttributesOfClosedFilesLeaveOut) {
+  TempDir dir;
+  MetricInfoStore infos;
+  const std::string path = dir.file("metrics.h5");
+  {
+    Hdf5Output output(options_for(path, options()), infos);
+    write(output, {sample("node1", "S", t0, 42, {{"a", 1}}), sample("node1", "T", t0, 7, {{"b", 1}}),
+                   sample("node2", "S", t0, 42, {{"a", 5}})});
+    output.flush();
+    output.reopen();
+    write(output, {sample("node1", "S", t1, 42, {{"a", 2}}), sample("node1", "T", t2, 42, {{"b", 2}}),
+                   sample("node2", "S", t1, 42, {{"a", 6}})});
+    output.flush();
+    output.reopen();
+    write(output, {sample("node3", "S", t3, 99, {{"a", 9}})});
+  }
+  const auto series = dir.series();
+  ASSERT_EQ(series.size(), 3u);
+  const bool per_host = GetParam() == "per_host";
+  {  // What the output wrote: every job, 0 (the nodes' rows) where there are some.
+    master::hdf5_test::Reader first(series[0]);
+    EXPECT_EQ(first.jobs("/"), (std::vector<std::uint64_t>{7, 42}));
+    EXPECT_EQ(first.jobs(per_host ? "/node1/T" : "/T"), (std::vector<std::uint64_t>{7}));
+  }
+  set_jobs_attribute(series[0], "/", {0, 7});                          // not 42
+  set_jobs_attribute(series[1], per_host ? "/node1/T" : "/T", {0});   // no job at all
+  if (per_host) set_jobs_attribute(series[1], "/node2", {0});         // no job on node2
+  set_jobs_attribute(series[2], "/", {});                             // nothing
+
+  Hdf5Source source(path);
+  const auto job = source.job(42);
+  ASSERT_TRUE(job);
+  ASSERT_EQ(job->hosts.size(), per_host ? 1u : 2u);
+  const HostData& node1 = host_of(*job, "node1");
+  EXPECT_EQ(node1.sensors, (std::vector<std::string>{"S"})) << "T of the second file: skipped";
+  EXPECT_TRUE(has_series(node1, "S.a", {t1}, {2})) << "the first file: skipped";
+  EXPECT_EQ(node1.metrics.size(), 1u);
+  if (!per_host) {
+    EXPECT_TRUE(has_series(host_of(*job, "node2"), "S.a", {t1}, {6}));
+  }
+  EXPECT_FALSE(source.job(99)) << "the third file: skipped";
+
+  const auto jobs = source.jobs();
+  ASSERT_EQ(jobs.size(), 2u) << "no 99: the third file has no job";
+  EXPECT_EQ(jobs[0].id, 7u);
+  EXPECT_EQ(jobs[0].hosts, (std::vector<std::string>{"node1"}));
+  EXPECT_EQ(jobs[1].id, 42u);
+  EXPECT_EQ(jobs[1].hosts, (std::vector<std::string>{"node1", "node2"}));
+  EXPECT_EQ(jobs[1].first_ns, t0) << "the first file's S: its attribute has 42";
+  EXPECT_EQ(jobs[1].last_ns, t1) << "not t2: T of the second file has no job";
+
+  // Without the attributes (an older lmaster's files), everything is read.
+  for (const auto& file : series) {
+    hid_t handle = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(handle, 0);
+    H5Adelete(handle, "jobs");
+    H5Fclose(handle);
+  }
+  set_jobs_attribute(series[1], per_host ? "/node1/T" : "/T", {42});
+  if (per_host) set_jobs_attribute(series[1], "/node2", {0, 42});
+  Hdf5Source unskipped(path);
+  const auto all = unskipped.job(42);
+  ASSERT_TRUE(all);
+  EXPECT_TRUE(has_series(host_of(*all, "node1"), "S.a", {t0, t1}, {1, 2}));
+  EXPECT_TRUE(has_series(host_of(*all, "node1"), "T.b", {t2}, {2}));
+  EXPECT_TRUE(has_series(host_of(*all, "node2"), "S.a", {t0, t1}, {5, 6}));
+  EXPECT_TRUE(unskipped.job(99));
+  EXPECT_EQ(unskipped.jobs().size(), 3u);
+}
+
 INSTANTIATE_TEST_SUITE_P(ReportHdf5Layouts, ReportHdf5SourceLayout,
                          ::testing::Values("per_sensor", "per_host"));
 
@@ -410,6 +503,54 @@ TEST(ReportHdf5Source, ReadsAFileWhileTheOutputWritesIt) {
   for (int i = 0; i < 20; ++i) expected += (i ? "," : "") + std::to_string(i * 10);
   expected += " node2/S.b=7";
   EXPECT_EQ(reader.line("REPORT "), expected);
+  int status = reader.wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// The reader's side of ReadsTheJobsThatTheAttributesOfAFileBeingWrittenLack.
+TEST(ReportHdf5SourceSwmrChild, ReadLagging) {
+  const char* path = std::getenv("FRUCTOSA_REPORT_LAG_READER");
+  if (!path) GTEST_SKIP() << "runs as a child of ReadsTheJobsThatTheAttributesOfAFileBeingWrittenLack";
+  try {
+    std::string text = "attributes";
+    {
+      master::hdf5_test::Reader raw(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ);
+      for (const std::string object : {"/", "/S"}) {
+        text += " " + object + "=";
+        for (auto id : raw.jobs(object)) text += std::to_string(id) + ",";
+      }
+    }
+    Hdf5Source source(path);
+    text += " jobs=";
+    for (const auto& job : source.jobs()) text += std::to_string(job.id) + ",";
+    if (auto job = source.job(43))
+      for (const auto& host : job->hosts)
+        for (const auto& [name, series] : host.metrics)
+          text += " " + host.host + "/" + name + "=" + numbers(series);
+    std::printf("REPORT %s\n", text.c_str());
+  } catch (const std::exception& error) {
+    std::printf("REPORT error %s\n", error.what());
+  }
+  std::fflush(stdout);
+}
+
+// While the output writes a file its `jobs` attributes lag (written when it adds objects, or at
+// most once a minute): the `job` columns are read whatever they say.
+TEST(ReportHdf5Source, ReadsTheJobsThatTheAttributesOfAFileBeingWrittenLack) {
+  TempDir dir;
+  MetricInfoStore infos;
+  Hdf5Output output(options_for(dir.file("metrics.h5"), {"layout=per_sensor", "chunk=16"}), infos);
+  write(output, {sample("node1", "S", t0, 42, {{"a", 1}}), sample("node1", "S", t0, 0, {{"a", 2}})});
+  output.flush();
+  // A new table: the attributes are written (with the jobs of the rows flushed before).
+  write(output, {sample("node1", "T", t1, 42, {{"b", 1}})});
+  output.flush();
+  // Job 43 in the table S that exists: the attributes stay as they were.
+  write(output, {sample("node1", "S", t2, 43, {{"a", 3}}), sample("node1", "S", t3, 43, {{"a", 4}})});
+  output.flush();
+  Child reader("ReportHdf5SourceSwmrChild.ReadLagging",
+               {"FRUCTOSA_REPORT_LAG_READER=" + output.path()});
+  EXPECT_EQ(reader.line("REPORT "), "attributes /=0,42, /S=0,42, jobs=42,43, node1/S.a=3,4");
   int status = reader.wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
