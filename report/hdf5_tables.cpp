@@ -50,6 +50,11 @@ OpenFile open_file(const fs::path& path, std::chrono::milliseconds retry) {
   // A reader needs no lock (lmaster does not take HDF5's either: its .lock file keeps writers
   // out); without one it never delays a writer that uses HDF5's locks.
   H5Pset_file_locking(access.get(), false, true);
+  // A SWMR reader retries a metadata read whose checksum fails (the writer changing it under
+  // the reader, as lmaster does when it reopens the file without SWMR to add objects), 100
+  // times by default with sleeps doubling toward an hour: a read stuck for hours. A few tries
+  // (a millisecond in all) then an error, which read_file() answers by reading again.
+  H5Pset_metadata_read_attempts(access.get(), kMetadataReadAttempts);
   const auto deadline = Clock::now() + retry;
   int failures_while_closed = 0;
   for (;;) {

@@ -28,6 +28,8 @@ namespace fructosa::report::hdf5_read {
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Rows read per HDF5 call: what a table costs in memory at once, whatever its length.
+// Metadata read attempts of a SWMR reader (open_file): HDF5's default is 100.
+inline constexpr unsigned kMetadataReadAttempts = 10;
 inline constexpr hsize_t kBlockRows = hsize_t{1} << 16;
 
 using Clock = std::chrono::steady_clock;
