@@ -79,7 +79,10 @@ int main(int argc, char** argv) {
       ("list,l", "list the jobs seen")
       ("since", po::value<std::string>(), "--list: jobs whose last sample is at or after TIME (UTC, e.g. 2026-11-25 or 2026-11-25T18:00)")
       ("until", po::value<std::string>(), "--list: jobs whose first sample is before TIME")
-      ("user,u", po::value<std::string>(), "--list: jobs of USER");
+      ("user,u", po::value<std::string>(), "--list: jobs of USER")
+      ("app", po::value<std::string>(), "--list: jobs that ran APP (as the APP column names it: gromacs, python, ...)")
+      ("apps", po::value<std::string>(),
+       "a site's application patterns, tried before the built-in ones (lines 'name glob...', docs/report.md)");
   po::options_description hidden;
   std::vector<std::string> words;
   hidden.add_options()("jobs", po::value<std::vector<std::string>>(&words));
@@ -149,6 +152,9 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // load_app_patterns throws std::runtime_error naming the file and line.
+    const std::vector<AppPattern> site_apps =
+        args.count("apps") ? load_app_patterns(args["apps"].as<std::string>()) : std::vector<AppPattern>{};
     std::unique_ptr<JobSource> source;
     if (args.count("graphite"))
       source = std::make_unique<GraphiteSource>(GraphiteSettings{
@@ -164,8 +170,14 @@ int main(int argc, char** argv) {
         if (until && summary.first_ns >= *until) continue;
         if (args.count("user") && summary.user != args["user"].as<std::string>()) continue;
         auto data = source->job(summary.id);
-        std::string verdict = data ? judge(analyse(*data)).word : "?";
-        listed.push_back({std::move(summary), std::move(verdict)});
+        ListedJob job{std::move(summary), "?", ""};
+        if (data) {
+          JobFigures figures = analyse(*data, site_apps);
+          job.verdict = judge(figures).word;
+          job.application = figures.application;
+        }
+        if (args.count("app") && job.application != args["app"].as<std::string>()) continue;
+        listed.push_back(std::move(job));
       }
       std::cout << (format == "json" ? render_list_json(listed) : render_list(listed));
       return 0;
@@ -181,7 +193,7 @@ int main(int argc, char** argv) {
         status = 1;
         continue;
       }
-      JobFigures figures = analyse(*data);
+      JobFigures figures = analyse(*data, site_apps);
       if (ask) figures.request = ask_slurm(id);
       Verdict verdict = judge(figures);
       if (format == "html") {
@@ -202,6 +214,9 @@ int main(int argc, char** argv) {
     std::cerr << "fructosa-report: " << error.what() << "\n";
     return 1;
   } catch (const SourceError& error) {
+    std::cerr << "fructosa-report: " << error.what() << "\n";
+    return 1;
+  } catch (const std::runtime_error& error) {  // a site's application patterns
     std::cerr << "fructosa-report: " << error.what() << "\n";
     return 1;
   }

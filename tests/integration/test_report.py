@@ -189,6 +189,18 @@ class ReportTest(FructosaTestCase):
             self.assertEqual(jobs[101]["hosts"], ["testnode"])
             text = self.report("-c", self.path("lmaster.conf"), "--list", "--user", "nobody")
             self.assertEqual(text.stdout.splitlines()[1:], [], text.stdout)
+        with self.subTest(what="the application, from JobProc's commands (python3 workers)"):
+            self.assertEqual({j["application"] for j in jobs.values()}, {"python"}, jobs)
+            listed = self.report("-d", self.path("data.h5"), "--list", "--format", "json", "--app", "python")
+            self.assertEqual(len(json.loads(listed.stdout)["jobs"]), 3, listed.stdout + listed.stderr)
+            listed = self.report("-d", self.path("data.h5"), "--list", "--format", "json", "--app", "gromacs")
+            self.assertEqual(json.loads(listed.stdout)["jobs"], [], listed.stdout)
+            site = self.write("apps.conf", "# ours first\nour-python python3*\n")
+            listed = self.report("-d", self.path("data.h5"), "--list", "--format", "json", "--apps", site)
+            self.assertEqual({j["application"] for j in json.loads(listed.stdout)["jobs"]}, {"our-python"})
+            broken = self.report("-d", self.path("data.h5"), "--list", "--apps", self.write("bad.conf", "lonely\n"))
+            self.assertEqual(broken.returncode, 1)
+            self.assertIn(self.path("bad.conf") + ":1:", broken.stderr)
         with self.subTest(what="text report"):
             text = self.report("--data", self.path("data.h5"), "103")
             self.assertEqual(text.returncode, 0, text.stderr)
