@@ -391,18 +391,26 @@ class SlurmAttributionTest(FructosaTestCase):
             table = node["JobProc"]
             compared, steady = [], 0
             for t, processes in values(table, "processes", job_rows(table, job)):
-                # Only where the test saw the same step processes from 0.3 s before to 0.3 s after.
-                around = [len(v["step_pids"]) for s, v in seen if abs(s - t) <= 0.3]
+                # Only where the test saw the same step processes from 0.3 s before the row's
+                # instant to 1 s after it: a reading lists the processes after its instant, by as
+                # long as the sensors due before it take (longer under the sanitizers).
+                window = [v for s, v in seen if -0.3 <= s - t <= 1.0]
+                around = [len(v["step_pids"]) for v in window]
                 if len(around) < 3 or len(set(around)) != 1:
                     continue
                 steady += 1
-                stepd = max(len(v["job_dir_pids"]) for s, v in seen if abs(s - t) <= 0.3)
+                stepd = max(len(v["job_dir_pids"]) for v in window)
                 compared.append((round(t - watcher.appeared[job], 2), processes, around[0], stepd))
             self.note(f"two-step job {job}: (t, JobProc processes, step_* processes, slurmstepd) {compared}")
             self.assertGreaterEqual(steady, 3, f"too few steady JobProc rows of job {job}; {context}")
-            self.assertTrue(all(p == s for _, p, s, _ in compared),
-                            f"JobProc processes != processes in freezer step_* cgroups; "
-                            f"(t, JobProc processes, step_* processes, slurmstepd in job dir): {compared}; {context}")
+            # Never more than the step processes (slurmstepd would add 2 here), and equal on most
+            # rows: a process ending within a reading's lag can make one row short by it.
+            detail = (f"(t, JobProc processes, step_* processes, slurmstepd in job dir): {compared}; {context}")
+            self.assertTrue(all(p <= s for _, p, s, _ in compared),
+                            f"JobProc counted more than the processes in freezer step_* cgroups; {detail}")
+            equal = sum(p == s for _, p, s, _ in compared)
+            self.assertGreaterEqual(equal, max(3, len(compared) - 1),
+                                    f"JobProc processes != processes in freezer step_* cgroups; {detail}")
 
     def check_cpu_source(self, node, accounting, log, jobs, context):
         """Scenario 5: cpu.usage from the cgroup (jobacct_gather/cgroup) or from the job's
