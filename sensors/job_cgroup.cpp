@@ -18,8 +18,14 @@
 //   cpus, memory.limit       its allocation: CPUs of its cpuset (v1 cpuset.effective_cpus or
 //                            cpuset.cpus, v2 cpuset.cpus.effective), its memory limit (v1
 //                            memory.limit_in_bytes, v2 memory.max; left out when unlimited)
+//   gpus                     the NVIDIA GPUs its v1 devices cgroup allows (Slurm's
+//                            ConstrainDevices, OAR's OAR_USER_GPUDEVICE): the count, and their
+//                            /dev/nvidia<minor> numbers in the label gpu_minors ("0,3"; NvidiaGPU
+//                            reports each GPU's minor). Left out when the list allows every
+//                            device or no GPU; cgroup v2 keeps device rules in an eBPF program
+//                            that cannot be read back.
 // Labels: cpu_source (above); user, the owner of the job's processes (what fructosa-report
-// shows and filters on).
+// shows and filters on); gpu_minors.
 // The node sample has `jobs`, the number of jobs running. A file the job's cgroup lacks (a
 // controller not enabled for it) leaves that metric out, and the log says so once per job; a
 // job that ended during the reading is left out of the round. A job's files stay open while it runs (HeldFiles: one pread each
@@ -31,7 +37,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "hwmon.h"
 #include "job_process_cpu.h"
@@ -61,7 +72,14 @@ const Catalog kCatalog{
     {"tasks", Unit::count, Kind::gauge, "processes in the job's cgroup and its descendants"},
     {"cpus", Unit::count, Kind::gauge, "CPUs the job may run on (its cpuset): its allocation"},
     {"memory.limit", Unit::bytes, Kind::gauge, "the job's memory limit (left out when it has none)"},
+    {"gpus", Unit::count, Kind::gauge,
+     "NVIDIA GPUs the job's devices cgroup allows (v1; label gpu_minors: their /dev/nvidia<minor>)"},
 };
+
+// NVIDIA's GPUs are the character devices 195:<minor> below 254 (254 is nvidia-modeset, 255
+// nvidiactl, which every GPU job is allowed too).
+constexpr unsigned kNvidiaMajor = 195;
+constexpr unsigned kFirstNvidiaControlMinor = 254;
 
 // Per job: its CPU from its processes when its cgroups account none, and whether the log said
 // what its cgroups lack.
@@ -70,6 +88,33 @@ struct JobState {
   bool told = false;
   std::string user;  // the owner of its processes, once one was seen
 };
+
+}  // namespace
+
+// The GPU minors a v1 devices.list allows ("c 195:0 rwm" lines), sorted; nullopt when it allows
+// every device ("a *:* rwm", the default) or cannot be read.
+std::optional<std::vector<unsigned>> allowed_gpu_minors(std::string_view devices_list) {
+  std::vector<unsigned> minors;
+  std::size_t start = 0;
+  while (start < devices_list.size()) {
+    std::size_t end = devices_list.find('\n', start);
+    if (end == std::string_view::npos) end = devices_list.size();
+    std::string_view line = devices_list.substr(start, end - start);
+    start = end + 1;
+    if (line.starts_with("a ")) return std::nullopt;
+    unsigned major = 0, minor = 0;
+    char type = 0;
+    std::string text(line);
+    if (std::sscanf(text.c_str(), "%c %u:%u", &type, &major, &minor) == 3 && type == 'c' &&
+        major == kNvidiaMajor && minor < kFirstNvidiaControlMinor)
+      minors.push_back(minor);
+  }
+  std::sort(minors.begin(), minors.end());
+  minors.erase(std::unique(minors.begin(), minors.end()), minors.end());
+  return minors;
+}
+
+namespace {
 
 // v1 memory.limit_in_bytes says "no limit" with the largest page-aligned value (2^63 - 4096 on
 // x86-64): anything that large is no limit.
@@ -270,6 +315,7 @@ class JobCgroupSensor final : public Sensor {
     // Ended (its cgroups gone, no process left), or nothing accounted.
     if (values.empty() || (cpu_from_processes && !tasks)) return;
     read_allocation(job, values);
+    std::string gpu_minors = read_gpus(job, values);
     if (state.user.empty() && !processes().empty()) state.user = owner_of(jobs_->proc_root(), processes().front());
     if (!state.told) {
       tell_what_is_missing(job, cpu_from_processes, have_memory, have_io);
@@ -279,6 +325,19 @@ class JobCgroupSensor final : public Sensor {
     for (const auto& value : values) out.set(value.key, value.value);
     out.label("cpu_source", cpu_from_processes ? "processes" : "cgroup");
     if (!state.user.empty()) out.label("user", state.user);
+    if (!gpu_minors.empty()) out.label("gpu_minors", gpu_minors);
+  }
+
+  // The GPUs the job's devices cgroup allows: the key gpus, and their minors for the label.
+  template <class Values>
+  std::string read_gpus(const JobCgroup& job, Values& values) {
+    std::string devices = job.dir("devices");
+    if (devices.empty() || devices == job.unified) return {};
+    auto text = files_.read(devices + "/devices.list");
+    auto minors = text ? allowed_gpu_minors(*text) : std::nullopt;
+    if (!minors || minors->empty()) return {};
+    values.push_back({"gpus", static_cast<double>(minors->size())});
+    return fmt::format("{}", fmt::join(*minors, ","));
   }
 
   // What the job was given: the CPUs of its cpuset and its memory limit.

@@ -68,6 +68,10 @@ struct JobCgroup {
   std::vector<std::string> scheduler_cgroups = {};
 };
 
+// The /dev/nvidia<minor> GPUs a v1 devices.list allows ("c 195:0 rwm" lines), sorted; nullopt
+// when it allows every device ("a *:* rwm") (job_cgroup.cpp).
+std::optional<std::vector<unsigned>> allowed_gpu_minors(std::string_view devices_list);
+
 struct JobSnapshot {
   std::vector<JobCgroup> jobs;  // sorted by id, ids unique
   std::string involved_jobs;    // "12,345": the label node samples carry ("" when none)

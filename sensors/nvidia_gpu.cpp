@@ -2,7 +2,8 @@
 // loaded with dlopen at the first reading and kept loaded; nvidia-smi is never run.
 //
 // Per GPU <i> (NVML's index): utilization, memory, power, total energy, temperature, clocks,
-// MIG mode, compute processes; name and UUID as labels. A GPU in MIG mode also reports each
+// MIG mode, compute processes, and its /dev/nvidia<minor> number (what a job's devices cgroup
+// allows: JobCgroup's label gpus, matched by fructosa-report); name and UUID as labels. A GPU in MIG mode also reports each
 // MIG device <i>.mig<k> (k: NVML's MIG device index) with what NVML gives per MIG device
 // (memory; utilization where supported; processes). A value NVML does not support on a device
 // (NVML_ERROR_NOT_SUPPORTED, e.g. utilization in MIG mode) is left out silently; any other
@@ -23,6 +24,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -126,6 +128,7 @@ const Catalog kCatalog{
     {"*.clock_sm", Unit::hertz_mega, Kind::gauge, "streaming multiprocessor clock"},
     {"*.clock_memory", Unit::hertz_mega, Kind::gauge, "memory clock"},
     {"*.mig_mode", Unit::boolean, Kind::gauge, "1 when the GPU is in MIG mode"},
+    {"*.minor", Unit::none, Kind::gauge, "the GPU's device file /dev/nvidia<minor> (what cgroups allow jobs)"},
     {"*.processes", Unit::count, Kind::gauge,
      "compute processes on the GPU (in a per-job sample: the job's)"},
     {"*.process_memory", Unit::bytes, Kind::gauge,
@@ -162,6 +165,7 @@ struct GpuInfo {
   nvml::Device handle = nullptr;
   std::string key;  // "0"
   std::string name, uuid;
+  std::optional<unsigned int> minor;
 };
 
 class NvidiaGPUSensor final : public Sensor {
@@ -256,6 +260,7 @@ class NvidiaGPUSensor final : public Sensor {
     get_utilization_ = symbol<nvml::GetUtilizationFn>("nvmlDeviceGetUtilizationRates");
     get_memory_ = symbol<nvml::GetMemoryFn>("nvmlDeviceGetMemoryInfo");
     get_power_ = symbol<nvml::GetUintFn>("nvmlDeviceGetPowerUsage");
+    get_minor_ = symbol<nvml::GetUintFn>("nvmlDeviceGetMinorNumber");
     get_energy_ = symbol<nvml::GetUllFn>("nvmlDeviceGetTotalEnergyConsumption");
     get_temperature_ = symbol<nvml::GetTemperatureFn>("nvmlDeviceGetTemperature");
     get_clock_ = symbol<nvml::GetClockFn>("nvmlDeviceGetClockInfo");
@@ -343,11 +348,14 @@ class NvidiaGPUSensor final : public Sensor {
       }
       gpu.name = text(get_name_, gpu.handle, nvml::kNameBuffer);
       gpu.uuid = text(get_uuid_, gpu.handle, nvml::kUuidBuffer);
+      unsigned int minor = 0;
+      if (get_minor_ && check(gpu.key, "nvmlDeviceGetMinorNumber", get_minor_(gpu.handle, &minor))) gpu.minor = minor;
     }
     const std::string& prefix = gpu.key;
     nvml::Device device = gpu.handle;
     if (!gpu.name.empty()) out.label(prefix + ".name", gpu.name);
     if (!gpu.uuid.empty()) out.label(prefix + ".uuid", gpu.uuid);
+    if (gpu.minor) set(out, prefix, "minor", *gpu.minor);
     read_common(out, prefix, device);
     unsigned int milliwatts = 0;
     if (get_power_ && check(prefix, "nvmlDeviceGetPowerUsage", get_power_(device, &milliwatts)))
@@ -506,6 +514,7 @@ class NvidiaGPUSensor final : public Sensor {
   nvml::GetUtilizationFn get_utilization_ = nullptr;
   nvml::GetMemoryFn get_memory_ = nullptr;
   nvml::GetUintFn get_power_ = nullptr;
+  nvml::GetUintFn get_minor_ = nullptr;
   nvml::GetUllFn get_energy_ = nullptr;
   nvml::GetTemperatureFn get_temperature_ = nullptr;
   nvml::GetClockFn get_clock_ = nullptr;

@@ -5,7 +5,8 @@
  *   GPU 0  "NVIDIA H100 80GB HBM3", MIG disabled, every value supported;
  *   GPU 1  "NVIDIA A100-SXM4-40GB", MIG enabled with MIG devices in slots 0 and 1 (of 7);
  *          utilization is NOT_SUPPORTED on it and on its MIG devices, as on real MIG GPUs.
- * The values are constants (listed below and asserted by the tests).
+ * The values are constants (listed below and asserted by the tests). Device minors are not the
+ * indices (GPU 0 is /dev/nvidia3, GPU 1 /dev/nvidia1), as NVML allows.
  *
  * Running compute processes come from the environment, read at every call so a test can
  * change them between readings:
@@ -146,6 +147,14 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* m
   memory->total = device->memory_total;
   memory->used = device->memory_used;
   memory->free = device->memory_total - device->memory_used;
+  return SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+  REQUIRE_INIT();
+  if (!device || !minor) return ERROR_INVALID_ARGUMENT;
+  if (device->mig >= 0) return ERROR_NOT_SUPPORTED;
+  *minor = device->gpu == 0 ? 3 : 1;
   return SUCCESS;
 }
 

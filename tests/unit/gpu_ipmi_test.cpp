@@ -173,6 +173,7 @@ TEST_F(NvidiaGPU, ReportsEveryGpuWithTheValuesNvmlGives) {
               {"0.clock_sm", 1980},
               {"0.clock_memory", 2619},
               {"0.mig_mode", 0},
+              {"0.minor", 3},
               {"0.processes", 0},
               {"1.memory_total", 42949672960.0},
               {"1.memory_used", 2147483648.0},
@@ -184,6 +185,7 @@ TEST_F(NvidiaGPU, ReportsEveryGpuWithTheValuesNvmlGives) {
               {"1.clock_sm", 1410},
               {"1.clock_memory", 1215},
               {"1.mig_mode", 1},
+              {"1.minor", 1},
               {"1.processes", 0}};
   for (const auto& [key, value] : gpu0) {
     ASSERT_TRUE(values.count(key)) << key;

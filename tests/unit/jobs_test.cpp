@@ -297,6 +297,30 @@ TEST(JobCgroupSensor, ReadsCgroupV1Accounting) {
   EXPECT_EQ(job["io.writes"], 200);
   EXPECT_EQ(job["tasks"], 2);
   EXPECT_EQ(values[5678]["memory.current"], 104857600);
+  EXPECT_EQ(job["gpus"], 2) << "devices.list allows c 195:3 and c 195:1, beside nvidiactl and nvidia-uvm";
+  EXPECT_EQ(values[5678].count("gpus"), 0u) << "a *:* rwm: every device, no GPU allocation to report";
+}
+
+TEST(JobCgroupSensor, LabelsTheMinorsOfTheGpusItsDevicesCgroupAllows) {
+  JobDirectory jobs(settings({"scheduler=slurm"}), tree("slurm-v1"));
+  Options options;
+  auto sensor = find_sensor("JobCgroup")->make(SensorContext{tree("slurm-v1"), options, &jobs});
+  std::vector<Sample> samples;
+  SampleWriter writer(samples, "node1", "JobCgroup", 1);
+  ASSERT_TRUE(sensor->sample(writer));
+  std::map<std::uint64_t, std::string> minors;
+  for (const auto& sample : samples)
+    for (const auto& label : sample.labels)
+      if (label.key == "gpu_minors") minors[sample.job] = label.value;
+  EXPECT_EQ(minors, (std::map<std::uint64_t, std::string>{{1234, "1,3"}}));
+}
+
+TEST(JobCgroupSensor, DevicesListsParse) {
+  EXPECT_EQ(allowed_gpu_minors("a *:* rwm\n"), std::nullopt);
+  EXPECT_EQ(allowed_gpu_minors("c 195:255 rwm\nc 195:254 rwm\nc 195:2 rw\nc 195:0 rwm\nb 195:1 rwm\nc 195:2 rwm"),
+            (std::vector<unsigned>{0, 2}));
+  EXPECT_EQ(allowed_gpu_minors("c 1:3 rwm\nc 136:* rwm\n"), (std::vector<unsigned>{}));
+  EXPECT_EQ(allowed_gpu_minors(""), (std::vector<unsigned>{}));
 }
 
 TEST(JobCgroupSensor, AJobThatEndedDuringTheRoundIsLeftOut) {
