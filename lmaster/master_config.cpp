@@ -16,6 +16,7 @@
 #include "outputs/elasticsearch_output.h"
 #include "outputs/graphite_output.h"
 #include "outputs/hdf5_output.h"
+#include "outputs/prometheus_output.h"
 #include "outputs/stdout_output.h"
 
 namespace fructosa::master {
@@ -48,6 +49,7 @@ const OutputKind kOutputKinds[] = {
      }},
     {"Graphite", &graphite_options, &make_graphite_output},
     {"elasticsearch", &elasticsearch_options, &make_elasticsearch_output},
+    {"prometheus", &prometheus_options, &make_prometheus_output},
 };
 
 const OutputKind* find_output_kind(std::string_view section) {
@@ -201,6 +203,8 @@ MasterConfig load_master_config(const std::string& path) {
   config.path = path;
   for (const auto& section : file.sections()) {
     if (section.name == "lmaster" || section.name == "logging") continue;
+    // fructosa-report's rules (report/rules.h): read by the report, not by lmaster.
+    if (section.name == "report") continue;
     const OutputKind* kind = find_output_kind(section.name);
     if (!kind) {
       if (auto note = legacy_section_note(section.name); !note.empty()) {
@@ -208,9 +212,10 @@ MasterConfig load_master_config(const std::string& path) {
         continue;
       }
       throw ConfigError(fmt::format(
-          "{}: unknown section{} (known: [lmaster], [logging], [stdout], [hdf5], [Graphite], [elasticsearch])",
+          "{}: unknown section{} (known: [lmaster], [logging], [stdout], [hdf5], [Graphite], [elasticsearch], "
+          "[prometheus], [report])",
           file.where(section),
-          did_you_mean(section.name, {"lmaster", "logging", "stdout", "hdf5", "Graphite", "elasticsearch"})));
+          did_you_mean(section.name, {"lmaster", "logging", "stdout", "hdf5", "Graphite", "elasticsearch", "prometheus", "report"})));
     }
     for (const auto& other : config.outputs)
       if (other.section == kind->section)

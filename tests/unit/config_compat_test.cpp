@@ -85,7 +85,7 @@ TEST(CompatConfig, UnknownKeysStayErrorsWithAHint) {
       << error;
   EXPECT_EQ(master_error_of("[Grafite]\nhost = localhost\n"),
             "lmaster.conf:1: [Grafite]: unknown section, did you mean 'Graphite'? (known: [lmaster], [logging], "
-            "[stdout], [hdf5], [Graphite], [elasticsearch])");
+            "[stdout], [hdf5], [Graphite], [elasticsearch], [prometheus], [report])");
 }
 
 TEST(CompatConfig, FrUCToSAsSlurmSensorNamesItsReplacement) {

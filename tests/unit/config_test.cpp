@@ -211,7 +211,7 @@ TEST(SampleConfigs, TheMasterSampleDocumentsEveryKey) {
   for (const auto& spec : master::master_options()) EXPECT_TRUE(documents("lmaster", spec.name)) << spec.name;
   for (const auto& spec : logging_options()) EXPECT_TRUE(documents("logging", spec.name)) << spec.name;
   const auto& common = master::output_common_options();
-  for (const char* section : {"stdout", "hdf5", "Graphite", "elasticsearch"}) {
+  for (const char* section : {"stdout", "hdf5", "Graphite", "elasticsearch", "prometheus"}) {
     ASSERT_TRUE(sections.count(section)) << "no [" << section << "] in lmaster.conf";
     for (const auto& spec : master::output_options(section)) {
       bool is_common = std::any_of(common.begin(), common.end(), [&](const auto& c) { return c.name == spec.name; });

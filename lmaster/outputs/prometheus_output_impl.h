@@ -1,0 +1,147 @@
+// The Prometheus output's internals (included only by lmaster/outputs/prometheus_*.cpp):
+// PrometheusOutput, whose member functions are defined by responsibility:
+// prometheus_output.cpp (options, construction, reopen, write: names, series, order, requests,
+// what a failure leaves undelivered) and prometheus_transport.cpp (the libcurl handle and one
+// POST). The encoding (labels, the WriteRequest, snappy) is prometheus_encoding.cpp.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "prometheus_output.h"
+
+namespace fructosa::master::prometheus {
+
+using Clock = std::chrono::steady_clock;
+
+// At most one log line per period for one kind of trouble; the lines held back are counted,
+// so that a broken server does not flood the log at the rate of the retries.
+class LogLimiter {
+ public:
+  bool ready(std::uint64_t& held_back) {
+    auto now = Clock::now();
+    if (written_ && now - last_ < std::chrono::seconds(10)) {
+      ++held_back_;
+      return false;
+    }
+    written_ = true;
+    last_ = now;
+    held_back = held_back_;
+    held_back_ = 0;
+    return true;
+  }
+
+ private:
+  bool written_ = false;
+  Clock::time_point last_;
+  std::uint64_t held_back_ = 0;
+};
+
+struct Response {
+  long status = 0;
+  std::string body;
+};
+
+// The server could not be reached or did not answer (connection refused, timeout, TLS).
+struct Unreachable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// `text` with every invalid UTF-8 sequence replaced by U+FFFD (label values must be UTF-8).
+std::string valid_utf8(std::string_view text);
+
+class PrometheusOutput final : public Output {
+ public:
+  PrometheusOutput(const Options& options, const MetricInfoStore& infos);
+  ~PrometheusOutput() override;
+  PrometheusOutput(const PrometheusOutput&) = delete;
+  PrometheusOutput& operator=(const PrometheusOutput&) = delete;
+
+  std::string name() const override { return "prometheus"; }
+  void write(std::span<const Sample> samples) override;
+  double flush_period() const override { return flush_interval_; }
+  std::size_t batch_samples() const override { return samples_per_request_; }
+  void reopen() override;
+
+ private:
+  // What the catalog gives a (sensor, key): its metric name, once known.
+  struct Name {
+    std::string metric;
+    bool from_catalog = false;
+  };
+  // A series met in the current write(): its labels and where its points go.
+  struct Series {
+    std::vector<PrometheusLabel> labels;
+    std::uint64_t hash = 0;
+    std::int64_t sent_ms = 0;      // newest point sent (or given up) by an earlier write
+    std::int64_t last_ms = 0;      // newest point taken in this write, or sent_ms
+    std::uint32_t layers = 0;      // points taken in this write
+    std::uint32_t last_sample = 0;  // the sample that gave the newest point + 1
+  };
+  struct Point {
+    std::uint32_t sample;
+    std::uint32_t series;
+    std::uint32_t layer;
+    std::int64_t ms;
+    double value;
+  };
+  enum class Sent { done, temporary_failure };
+
+  // prometheus_output.cpp
+  const Name& name_of(const std::string& sensor, const std::string& key, bool log_unknown);
+  bool catalog_known(const Sample& sample);
+  void collect_points(std::span<const Sample> samples);
+  Sent send_points(std::span<const Point> points, std::string& failure);
+  void settle(std::span<const Point> points);
+  void drop(std::span<const Point> points, const std::string& why);
+  void forget_old_series();
+
+  // prometheus_transport.cpp
+  void open_handle();
+  void close_handle();
+  Response post(const std::string& body);
+  static std::size_t collect(void* data, std::size_t size, std::size_t count, void* self);
+
+  const MetricInfoStore& infos_;
+  std::string url_;
+  std::string shown_url_;  // without user and password
+  std::size_t samples_per_request_;
+  double flush_interval_;
+  long timeout_ms_;
+  std::string credentials_file_, user_, password_;
+  std::string bearer_token_file_, bearer_token_;
+  std::string ca_file_;
+  bool verify_certificates_;
+  Clock::time_point catalog_deadline_;
+
+  CURL* curl_ = nullptr;
+  curl_slist* headers_ = nullptr;
+  char curl_error_[CURL_ERROR_SIZE] = {};
+  std::string response_body_;
+
+  std::unordered_map<std::string, Name> names_;  // "<sensor>\x1f<key>"
+  // Newest time (ms) sent or given up per series hash: a point not newer is not sent again.
+  std::unordered_map<std::uint64_t, std::int64_t> last_sent_;
+  std::size_t last_sent_size_after_prune_ = 0;
+  std::int64_t newest_ms_ = 0;
+
+  // The current write(): reused from call to call.
+  std::vector<Series> series_;
+  std::size_t series_used_ = 0;
+  std::unordered_map<std::uint64_t, std::uint32_t> series_index_;
+  std::vector<Point> points_;
+  std::vector<Point> ordered_;
+  std::vector<PrometheusLabel> scratch_labels_;
+  PrometheusRequest request_;
+
+  LogLimiter refused_log_, unknown_log_;
+};
+
+}  // namespace fructosa::master::prometheus
