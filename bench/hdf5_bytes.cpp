@@ -4,7 +4,7 @@
 // simulated time, as lmaster's runner does.
 //
 //   bench/hdf5_bytes [--hosts N] [--seconds S] [--interval I] [--pace-ms M] [--keep DIR]
-//                    [--record FILE | --replay FILE [--loops N]] [-o key=value ...]
+//                    [--record FILE | --replay FILE [--loops N]] [--jobs J] [-o key=value ...]
 //
 // --pace-ms M   sleep M ms between two rounds of reads: counters and rates then change as on a
 //               machine read every M ms (a tight loop gives unrealistically compressible data).
@@ -14,6 +14,9 @@
 // --hosts N     with --replay, host h replays the recording from round h * R / N (of the R
 //               recorded) and adds h * 4099 to its counters, so that hosts differ as real ones
 //               do; with live sensors every host gets the same values.
+// --jobs J      every sample of host h is job 1 + h % J's (0: the node's, as recorded): the
+//               most the job index (docs/hdf5.md) can cost, where real nodes send a few job
+//               samples among many of their own.
 // -o key=value  an [hdf5] option (complevel, chunk, flush_interval, rotate_size, ...); the
 //               defaults are lmaster's.
 // Bytes per point = size of the files written / metric values written (labels, time and job
@@ -56,6 +59,7 @@ struct Settings {
   double interval = 1;
   int pace_ms = 0;
   int loops = 1;
+  int jobs = 0;
   std::string keep;
   std::string record;
   std::string replay;
@@ -65,7 +69,8 @@ struct Settings {
 void usage() {
   std::cerr
       << "usage: hdf5_bytes [--hosts N] [--seconds S] [--interval I] [--pace-ms M] [--keep DIR]\n"
-         "                  [--record FILE | --replay FILE [--loops N]] [-o key=value ...]\n";
+         "                  [--record FILE | --replay FILE [--loops N]] [--jobs J]\n"
+         "                  [-o key=value ...]\n";
   std::exit(2);
 }
 
@@ -87,6 +92,8 @@ Settings parse(int argc, char** argv) {
       settings.pace_ms = std::stoi(value());
     else if (arg == "--loops")
       settings.loops = std::max(1, std::stoi(value()));
+    else if (arg == "--jobs")
+      settings.jobs = std::max(0, std::stoi(value()));
     else if (arg == "--keep")
       settings.keep = value();
     else if (arg == "--record")
@@ -212,6 +219,7 @@ int run(const Settings& settings, const fs::path& directory, const std::string& 
         }
         for (std::size_t i = start; i < batch.size(); ++i) {
           batch[i].host = host_names[h];
+          if (settings.jobs > 0) batch[i].job = 1 + h % static_cast<std::size_t>(settings.jobs);
           points += batch[i].metrics.size();
         }
       }
@@ -245,9 +253,11 @@ int run(const Settings& settings, const fs::path& directory, const std::string& 
   const std::uintmax_t bytes = bytes_under(directory, &files);
   const double seconds = std::chrono::duration<double>(output_time).count();
   fmt::print("command: {}\n", command);
-  fmt::print("source: {}, {} host(s), {} rounds {} s apart ({:.1f} h simulated)\n",
-             settings.replay.empty() ? "this machine's sensors" : "recording " + settings.replay,
-             settings.hosts, rounds, settings.interval, rounds * settings.interval / 3600);
+  fmt::print(
+      "source: {}, {} host(s), {} rounds {} s apart ({:.1f} h simulated){}\n",
+      settings.replay.empty() ? "this machine's sensors" : "recording " + settings.replay,
+      settings.hosts, rounds, settings.interval, rounds * settings.interval / 3600,
+      settings.jobs > 0 ? fmt::format(", every sample a job's ({} jobs)", settings.jobs) : "");
   fmt::print("[hdf5] complevel={} chunk={} flush_interval={} rotate_size={} rotate_age={}\n",
              options.get_int("complevel"), options.get_int("chunk"), flush_interval,
              options.get_int("rotate_size"), options.get_real("rotate_age"));

@@ -1,5 +1,6 @@
 // Compaction: a file that is closed (or that a killed writer left open) is rewritten with gzip and
-// shuffle into a hidden copy, each table cut to its complete rows, and the copy renamed over it.
+// shuffle into a hidden copy, each table cut to its complete rows, the job index copied as it is,
+// and the copy renamed over it.
 #include "hdf5_output_impl.h"
 
 #include <fmt/format.h>
@@ -86,6 +87,10 @@ Hdf5Output::Impl::Compaction Hdf5Output::Impl::compact_file(const std::string& p
     };
     for (const auto& host_link : hard_links(path, source.get(), "/")) {
       const std::string host_where = "/" + host_link;
+      if (host_link == kJobIndexLink) {  // not a table: its rows are (job, host)s
+        copy_group(path, source.get(), target.get(), host_link, host_where);
+        continue;
+      }
       Handle host = check(path, H5Oopen(source.get(), host_link.c_str(), H5P_DEFAULT), H5Oclose,
                           "cannot open " + host_where);
       if (H5Iget_type(host.get()) != H5I_GROUP) continue;
@@ -177,6 +182,29 @@ std::size_t Hdf5Output::Impl::copy_table(const std::string& path, hid_t table, h
                    where + "/labels/" + link, nullptr);
   }
   return longest != complete ? 1 : 0;
+}
+
+// Copies a group as it is (the job index): its attributes, subgroups and datasets, every row.
+void Hdf5Output::Impl::copy_group(const std::string& path, hid_t parent, hid_t parent_copy,
+                                  const std::string& link, const std::string& where) {
+  Handle group =
+      check(path, H5Gopen2(parent, link.c_str(), H5P_DEFAULT), H5Gclose, "cannot open " + where);
+  Handle copy = create_group_in(path, parent_copy, link, where);
+  copy_attributes(path, group.get(), copy.get(), nullptr, where);
+  for (const auto& member : hard_links(path, group.get(), where)) {
+    const std::string member_where = where + "/" + member;
+    Handle object = check(path, H5Oopen(group.get(), member.c_str(), H5P_DEFAULT), H5Oclose,
+                          "cannot open " + member_where);
+    const H5I_type_t type = H5Iget_type(object.get());
+    if (type == H5I_GROUP) {
+      object.reset();
+      copy_group(path, group.get(), copy.get(), member, member_where);
+    } else if (type == H5I_DATASET) {
+      const hsize_t rows = dataset_rows(path, object.get(), member_where);
+      object.reset();
+      copy_dataset(path, group.get(), copy.get(), member, rows, member_where, nullptr);
+    }
+  }
 }
 
 // Copies the first `rows` rows of a 1-D dataset into a new compressed one (same type, chunk

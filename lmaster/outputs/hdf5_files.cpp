@@ -1,6 +1,7 @@
 // The file series: the names of its files (FileSeries), creating a file and pointing the link
-// `path` at it, closing the previous one (with its final attributes), reopening a file in or out
-// of SWMR mode, the jobs attributes and late descriptions, and rotation by size or age.
+// `path` at it, closing the previous one (with its final attributes and job index), reopening a
+// file in or out of SWMR mode, the jobs attributes, job index and late descriptions, and rotation
+// by size or age.
 #include "hdf5_output_impl.h"
 
 #include <fmt/format.h>
@@ -116,6 +117,7 @@ void Hdf5Output::Impl::start_new_file(bool at_start) {
   Handle created = create_file(path);
   const std::string previous = file_path;
   const bool compress_previous = finish_file();
+  job_index.start_file();
   file = std::move(created);
   file_path = path;
   swmr = true;
@@ -179,7 +181,7 @@ void Hdf5Output::Impl::ensure_file() {
 }
 
 bool Hdf5Output::Impl::attributes_stale() const {
-  if (file_jobs.size() != file_jobs_in_attribute) return true;
+  if (file_jobs.size() != file_jobs_in_attribute || job_index.stale()) return true;
   for (const auto& [host, group] : hosts)
     if (group.in_file && group.jobs.size() != group.jobs_in_attribute) return true;
   for (const auto& [host, sensors] : tables)
@@ -193,8 +195,9 @@ bool Hdf5Output::Impl::attributes_stale() const {
   return false;
 }
 
-// Outside SWMR mode: the jobs attributes and descriptions that arrived late.
-void Hdf5Output::Impl::refresh_attributes() {
+// Outside SWMR mode: the jobs attributes, the job index and descriptions that arrived late.
+// `closing`: the file's last write, which marks its job index complete.
+void Hdf5Output::Impl::refresh_attributes(bool closing) {
   for (auto& [host_name, sensors] : tables)
     for (auto& [sensor, table] : sensors) {
       if (!table.in_file) continue;
@@ -223,19 +226,19 @@ void Hdf5Output::Impl::refresh_attributes() {
     write_jobs_attribute(file_path, file.get(), file_jobs, "/");
     file_jobs_in_attribute = file_jobs.size();
   }
+  if (closing || job_index.stale()) job_index.write(file_path, file.get(), closing, infos);
   attributes_refreshed = std::chrono::steady_clock::now();
 }
 
-// Brings the attributes up to date and closes the file. Its rows were flushed (or are still
-// buffered for the next file); failures here only cost attributes, so they are logged.
-// Returns true when the closed file is to be compressed.
+// Brings the attributes up to date, marks the job index complete and closes the file. Its rows
+// were flushed (or are still buffered for the next file); failures here only cost attributes
+// (and leave the index incomplete), so they are logged. Returns true when the closed file is to
+// be compressed.
 bool Hdf5Output::Impl::finish_file() {
   if (!file) return false;
   try {
-    if (attributes_stale()) {
-      leave_swmr();
-      refresh_attributes();
-    }
+    leave_swmr();
+    refresh_attributes(true);
   } catch (const std::exception& failure) {
     spdlog::error("hdf5: {}: cannot write its final attributes: {}", file_path, failure.what());
   }

@@ -13,47 +13,6 @@ namespace fructosa::master {
 
 using namespace hdf5;
 
-Handle Hdf5Output::Impl::open_or_create_group(hid_t parent, const std::string& link,
-                                              const std::string& where) const {
-  htri_t exists = H5Lexists(parent, link.c_str(), H5P_DEFAULT);
-  if (exists < 0) fail(file_path, "cannot look up " + where);
-  if (exists > 0)
-    return check(file_path, H5Gopen2(parent, link.c_str(), H5P_DEFAULT), H5Gclose,
-                 "cannot open group " + where);
-  Handle creation = group_creation_properties(file_path);
-  Handle link_properties = link_creation_properties(file_path);
-  return check(
-      file_path,
-      H5Gcreate2(parent, link.c_str(), link_properties.get(), creation.get(), H5P_DEFAULT),
-      H5Gclose, "cannot create group " + where);
-}
-
-// A 1-D chunked dataset of 0 rows, unlimited; unwritten rows read as `fill` (nullptr: zero
-// bytes). Uncompressed while the file is written: an appended chunk never moves, so a SWMR
-// reader cannot follow a stale pointer, and HDF5 1.10.8's option to leave partial chunks
-// unfiltered makes readers decode chunks with the wrong filters (docs/hdf5.md). The file is
-// compressed when it is closed (compact_file).
-Handle Hdf5Output::Impl::create_dataset(hid_t group, const std::string& link, hid_t file_type,
-                                        hid_t fill_type, const void* fill, hsize_t chunk_rows,
-                                        const std::string& where) const {
-  const std::string what = "cannot create dataset " + where;
-  hsize_t dims = 0;
-  hsize_t max_dims = H5S_UNLIMITED;
-  Handle space = check(file_path, H5Screate_simple(1, &dims, &max_dims), H5Sclose, what);
-  Handle properties = check(file_path, H5Pcreate(H5P_DATASET_CREATE), H5Pclose, what);
-  check(file_path, H5Pset_chunk(properties.get(), 1, &chunk_rows), what);
-  if (fill) check(file_path, H5Pset_fill_value(properties.get(), fill_type, fill), what);
-  // Every row up to a dataset's extent is written (NaN where a row has no value): a new chunk
-  // need not be filled first, which wrote a whole chunk (32 KiB) per dataset and host.
-  check(file_path, H5Pset_fill_time(properties.get(), H5D_FILL_TIME_NEVER), what);
-  check(file_path, H5Pset_obj_track_times(properties.get(), false), what);
-  Handle link_properties = link_creation_properties(file_path);
-  return check(file_path,
-               H5Dcreate2(group, link.c_str(), file_type, space.get(), link_properties.get(),
-                          properties.get(), H5P_DEFAULT),
-               H5Dclose, what);
-}
-
 void Hdf5Output::Impl::describe(Table& table, Column& column) const {
   const std::string where = table.where() + "/" + column.link;
   auto info = infos.find(table.sensor, column.key);
@@ -126,7 +85,8 @@ void Hdf5Output::Impl::create_objects(Table& table) {
     if (!table.per_sensor) {
       HostGroup& host = hosts[table.host];
       if (!host.in_file) {
-        host.group = open_or_create_group(file.get(), table.host_link, "/" + table.host_link);
+        host.group =
+            open_or_create_group(file_path, file.get(), table.host_link, "/" + table.host_link);
         write_text_attribute(file_path, host.group.get(), "host", table.host,
                              "/" + table.host_link);
         host.in_file = true;
@@ -134,16 +94,16 @@ void Hdf5Output::Impl::create_objects(Table& table) {
       open_host(table.host, host);
       parent = host.group.get();
     }
-    table.group = open_or_create_group(parent, table.sensor_link, where);
+    table.group = open_or_create_group(file_path, parent, table.sensor_link, where);
     if (!table.per_sensor)
       write_text_attribute(file_path, table.group.get(), "host", table.host, where);
     write_text_attribute(file_path, table.group.get(), "sensor", table.sensor, where);
     const std::int64_t zero = 0;
-    table.time = create_dataset(table.group.get(), kTime, H5T_STD_I64LE, H5T_NATIVE_INT64, &zero,
-                                chunk, where + "/time");
+    table.time = create_dataset(file_path, table.group.get(), kTime, H5T_STD_I64LE,
+                                H5T_NATIVE_INT64, &zero, chunk, where + "/time");
     write_text_attribute(file_path, table.time.get(), "unit", "ns since epoch", where + "/time");
-    table.job = create_dataset(table.group.get(), kJob, H5T_STD_U64LE, H5T_NATIVE_INT64, &zero,
-                               chunk, where + "/job");
+    table.job = create_dataset(file_path, table.group.get(), kJob, H5T_STD_U64LE, H5T_NATIVE_INT64,
+                               &zero, chunk, where + "/job");
     write_text_attribute(file_path, table.job.get(), "description",
                          "batch job id; 0: the node itself", where + "/job");
     table.rows = 0;
@@ -159,7 +119,7 @@ void Hdf5Output::Impl::create_objects(Table& table) {
   for (auto& column : table.columns) {
     if (column.in_file || !column.has_value) continue;
     const std::string column_where = where + "/" + column.link;
-    column.dataset = create_dataset(table.group.get(), column.link, H5T_IEEE_F64LE,
+    column.dataset = create_dataset(file_path, table.group.get(), column.link, H5T_IEEE_F64LE,
                                     H5T_NATIVE_DOUBLE, &kNaN, chunk, column_where);
     describe(table, column);
     if (table.rows > 0) {
@@ -174,16 +134,11 @@ void Hdf5Output::Impl::create_objects(Table& table) {
     const std::size_t longest = label.longest_buffered();
     if (label.in_file && longest <= label.width) continue;
     if (!table.label_group)
-      table.label_group = open_or_create_group(table.group.get(), kLabels, where + "/labels");
+      table.label_group =
+          open_or_create_group(file_path, table.group.get(), kLabels, where + "/labels");
     create_label(table, label, label_width(longest), table.label_group.get(),
                  where + "/labels/" + label.link);
   }
-}
-
-std::size_t Hdf5Output::Impl::label_width(std::size_t longest) {
-  std::size_t width = kMinLabelWidth;
-  while (width < longest) width *= 2;
-  return width;
 }
 
 // A label dataset `width` bytes wide in `parent` (the labels group; the table's group for the
@@ -195,7 +150,7 @@ void Hdf5Output::Impl::create_label(Table& table, LabelColumn& label, std::size_
   if (!type) fail(file_path, "cannot make a string type for " + where);
   const std::string new_link = label.in_file ? label.link + "%7E" : label.link;
   // No fill value: unwritten rows read as zero bytes, that is "".
-  Handle dataset = create_dataset(parent, new_link, type.get(), type.get(), nullptr,
+  Handle dataset = create_dataset(file_path, parent, new_link, type.get(), type.get(), nullptr,
                                   label_chunk_rows(width), where);
   write_text_attribute(file_path, dataset.get(), "key", label.key, where);
   if (table.rows > 0) {

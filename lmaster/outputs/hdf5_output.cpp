@@ -322,6 +322,9 @@ void Hdf5Output::Impl::write(std::span<const Sample> samples) {
     }
     Table& table = found->second;
     if (!stored_before_crash.empty() && already_stored(table, sample)) continue;
+    // A job's sample also goes to the job index, which numbers what the columns hold.
+    const bool of_job = sample.job != 0;
+    const JobRow job_row = of_job ? job_index.add_row(sample, table.indexed_sensor) : JobRow{};
     const std::size_t row = table.time_buffer.size();
     table.time_buffer.push_back(sample.time_ns);
     table.job_buffer.push_back(sample.job);
@@ -334,12 +337,14 @@ void Hdf5Output::Impl::write(std::span<const Sample> samples) {
       if (column.buffer.size() <= row) column.buffer.resize(row + 1, kNaN);
       column.buffer[row] = metric.value;
       column.has_value = true;
+      if (of_job) JobIndex::add_metric(job_row, column.indexed_key, metric.key, metric.value);
     }
     for (const auto& text : sample.labels) {
       LabelColumn& label = table.label(text.key);
       if (label.buffer.size() <= row) label.buffer.resize(row + 1);
       label.buffer[row] = text.value;
       label.has_value = true;
+      if (of_job) JobIndex::add_label(job_row, label.indexed_key, text);
     }
     table.buffered_points += sample.metrics.size();
     buffered_points += sample.metrics.size();

@@ -18,7 +18,8 @@
 //                               text details of a sample (device, fstype, address...)
 // `layout = per_host` (format_version 1): /<host>/<sensor> groups (attributes host, sensor, jobs;
 // /<host> has host and jobs) with the same datasets but `host`. A flush costs a few HDF5 calls per
-// dataset: per_sensor's cost does not grow with the hosts.
+// dataset: per_sensor's cost does not grow with the hosts. Both layouts have the job index
+// /.jobs: per (job, host), what its rows of each sensor amount to (hdf5_job_index.h).
 // All datasets are 1-D, chunked, unlimited. While a file is written they are uncompressed (safe
 // for SWMR readers); when it is closed it is rewritten with gzip + shuffle (complevel > 0).
 // `time` is written last at every flush: a reader takes len(time) rows of every dataset (others

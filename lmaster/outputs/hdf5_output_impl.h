@@ -2,7 +2,8 @@
 // and limits, the in-memory tables that buffer rows between flushes (Table, with its Column and
 // LabelColumn), the file series (FileSeries: the link `path` and its timestamped files), and
 // Hdf5Output::Impl, whose member functions are defined by responsibility in hdf5_repair.cpp,
-// hdf5_compaction.cpp, hdf5_files.cpp, hdf5_objects.cpp and hdf5_output.cpp.
+// hdf5_compaction.cpp, hdf5_files.cpp, hdf5_objects.cpp and hdf5_output.cpp. The job index
+// (/.jobs) is hdf5_job_index.h's.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hdf5_job_index.h"
 #include "hdf5_output.h"
 #include "hdf5_support.h"
 
@@ -38,11 +40,10 @@ inline constexpr const char* kHost = "host";
 // host column). Readers tell them apart by the root attribute `layout` (both have it).
 inline constexpr int kPerHostFormatVersion = 1;
 inline constexpr int kPerSensorFormatVersion = 2;
-// The jobs attributes (and late descriptions) need the file out of SWMR mode: they are brought
-// up to date at most this often while the file is written, and always when it is closed.
+// The jobs attributes and the job index (and late descriptions) need the file out of SWMR mode:
+// they are brought up to date at most this often while the file is written, and always when it
+// is closed.
 inline constexpr double kAttributeRefreshSeconds = 60;
-// Labels are fixed-length strings of 16, 32, 64... bytes.
-inline constexpr std::size_t kMinLabelWidth = 16;
 // A file whose flushes fail this many times in a row is given up for a new one (HDF5 may be
 // unable to recover a file handle after write errors); a table that fails this many times while
 // the file works has its rows dropped.
@@ -58,6 +59,8 @@ struct Column {
   bool described = false;      // its unit/kind/description attributes come from the catalog
   bool has_value = false;      // some buffered row has a value
   std::vector<double> buffer;  // values of the buffered rows; missing trailing rows are NaN
+  // Its key's number in the job index.
+  std::size_t indexed_key = JobIndex::kUnnumbered;
 };
 
 // A text label (device, fstype, address...) stored as a fixed-length string per row: repeated
@@ -70,6 +73,8 @@ struct LabelColumn {
   bool has_value = false;
   std::size_t width = 0;            // bytes per row in the file
   std::vector<std::string> buffer;  // missing trailing rows are ""
+  // Its key's number in the job index.
+  std::size_t indexed_key = JobIndex::kUnnumbered;
 
   std::size_t longest_buffered() const {
     std::size_t longest = 0;
@@ -101,6 +106,8 @@ struct Table {
   std::set<std::uint64_t> jobs;       // in the committed rows of the current file
   std::size_t jobs_in_attribute = 0;  // how many of them the jobs attribute lists
   int failed_flushes = 0;             // in a row, while the file itself worked
+  // Its sensor's number in the job index.
+  std::size_t indexed_sensor = JobIndex::kUnnumbered;
 
   Column& column(const std::string& key) {
     auto found = column_index.find(key);
@@ -220,6 +227,8 @@ struct Hdf5Output::Impl {
   std::vector<hid_t> abandoned_files;
   std::set<std::uint64_t> file_jobs;
   std::size_t file_jobs_in_attribute = 0;
+  // The current file's job index: tallied by write(), written with the attributes.
+  hdf5::JobIndex job_index;
 
   // host -> sensor -> table (per_sensor: the host is ""); tables outlive files (their handles are
   // closed and reopened).
@@ -260,6 +269,8 @@ struct Hdf5Output::Impl {
   void copy_dataset(const std::string& path, hid_t source_group, hid_t target_group,
                     const std::string& link, hsize_t rows, const std::string& where,
                     std::set<std::uint64_t>* jobs);
+  void copy_group(const std::string& path, hid_t parent, hid_t parent_copy, const std::string& link,
+                  const std::string& where);
 
   // --- files: creating, switching and closing them, SWMR mode, attributes (hdf5_files.cpp) -------
   void warn_about_file_locking() const;
@@ -271,22 +282,16 @@ struct Hdf5Output::Impl {
   void enter_swmr();
   void ensure_file();
   bool attributes_stale() const;
-  void refresh_attributes();
+  void refresh_attributes(bool closing = false);
   bool finish_file();
   void rotate_if_due();
 
   // --- objects: groups, tables and datasets in the file (hdf5_objects.cpp) -----------------------
-  hdf5::Handle open_or_create_group(hid_t parent, const std::string& link,
-                                    const std::string& where) const;
-  hdf5::Handle create_dataset(hid_t group, const std::string& link, hid_t file_type,
-                              hid_t fill_type, const void* fill, hsize_t chunk_rows,
-                              const std::string& where) const;
   void describe(hdf5::Table& table, hdf5::Column& column) const;
   void open_host(const std::string& host, hdf5::HostGroup& group);
   void open_table(hdf5::Table& table);
   hsize_t label_chunk_rows(std::size_t width) const;
   void create_objects(hdf5::Table& table);
-  static std::size_t label_width(std::size_t longest);
   void create_label(hdf5::Table& table, hdf5::LabelColumn& label, std::size_t width, hid_t parent,
                     const std::string& where);
   bool needs_objects(const hdf5::Table& table) const;

@@ -136,13 +136,14 @@ bool Hdf5Output::Impl::already_stored(const Table& table, const Sample& sample) 
 
 // The newest row time per host and job of every table in `path` (its last rows only: a replay
 // after a crash covers seconds). Either layout: a group at the root with a `time` dataset is a
-// per_sensor table, any other group a host's.
+// per_sensor table, /.jobs the job index, any other group a host's.
 void Hdf5Output::Impl::remember_stored_rows(const std::string& path) {
   try {
     Handle access = file_access_properties(path);
     Handle file = check(path, H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()), H5Fclose,
                         "cannot open it");
     for (const auto& top_link : hard_links(path, file.get(), "/")) {
+      if (top_link == kJobIndexLink) continue;  // the job index: no table
       Handle top = check(path, H5Oopen(file.get(), top_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + top_link);
       if (H5Iget_type(top.get()) != H5I_GROUP) continue;
       if (H5Lexists(top.get(), kTime, H5P_DEFAULT) > 0) {

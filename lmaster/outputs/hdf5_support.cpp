@@ -124,7 +124,52 @@ void copy_attributes(const std::string& file, hid_t source, hid_t target, const 
         "cannot copy the attributes of " + where);
 }
 
-// --- datasets and properties -------------------------------------------------------------------
+// --- groups, datasets and properties ------------------------------------------------------------
+
+std::size_t label_width(std::size_t longest) {
+  std::size_t width = kMinLabelWidth;
+  while (width < longest) width *= 2;
+  return width;
+}
+
+Handle open_or_create_group(const std::string& file, hid_t parent, const std::string& link,
+                            const std::string& where) {
+  htri_t exists = H5Lexists(parent, link.c_str(), H5P_DEFAULT);
+  if (exists < 0) fail(file, "cannot look up " + where);
+  if (exists > 0)
+    return check(file, H5Gopen2(parent, link.c_str(), H5P_DEFAULT), H5Gclose,
+                 "cannot open group " + where);
+  Handle creation = group_creation_properties(file);
+  Handle link_properties = link_creation_properties(file);
+  return check(file,
+               H5Gcreate2(parent, link.c_str(), link_properties.get(), creation.get(), H5P_DEFAULT),
+               H5Gclose, "cannot create group " + where);
+}
+
+// Uncompressed while the file is written: an appended chunk never moves, so a SWMR reader cannot
+// follow a stale pointer, and HDF5 1.10.8's option to leave partial chunks unfiltered makes
+// readers decode chunks with the wrong filters (docs/hdf5.md). The output compresses a file when
+// it closes it (compact_file).
+Handle create_dataset(const std::string& file, hid_t group, const std::string& link,
+                      hid_t file_type, hid_t fill_type, const void* fill, hsize_t chunk_rows,
+                      const std::string& where) {
+  const std::string what = "cannot create dataset " + where;
+  hsize_t dims = 0;
+  hsize_t max_dims = H5S_UNLIMITED;
+  Handle space = check(file, H5Screate_simple(1, &dims, &max_dims), H5Sclose, what);
+  Handle properties = check(file, H5Pcreate(H5P_DATASET_CREATE), H5Pclose, what);
+  check(file, H5Pset_chunk(properties.get(), 1, &chunk_rows), what);
+  if (fill) check(file, H5Pset_fill_value(properties.get(), fill_type, fill), what);
+  // Every row up to a dataset's extent is written (NaN where a row has no value): a new chunk
+  // need not be filled first, which wrote a whole chunk (32 KiB) per dataset and host.
+  check(file, H5Pset_fill_time(properties.get(), H5D_FILL_TIME_NEVER), what);
+  check(file, H5Pset_obj_track_times(properties.get(), false), what);
+  Handle link_properties = link_creation_properties(file);
+  return check(file,
+               H5Dcreate2(group, link.c_str(), file_type, space.get(), link_properties.get(),
+                          properties.get(), H5P_DEFAULT),
+               H5Dclose, what);
+}
 
 hsize_t dataset_rows(const std::string& file, hid_t dataset, const std::string& where) {
   Handle space = check(file, H5Dget_space(dataset), H5Sclose, "cannot read the size of " + where);

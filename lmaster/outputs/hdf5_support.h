@@ -64,7 +64,21 @@ void write_jobs_attribute(const std::string& file, hid_t object,
 void copy_attributes(const std::string& file, hid_t source, hid_t target, const char* skip,
                      const std::string& where);
 
-// --- datasets and properties --------------------------------------------------------------------
+// --- groups, datasets and properties -----------------------------------------------------------
+
+// Labels (and other text columns) are fixed-length strings of 16, 32, 64... bytes: repeated
+// values then compress to almost nothing (variable-length strings cost ~67 B per row).
+inline constexpr std::size_t kMinLabelWidth = 16;
+// The width for strings of up to `longest` bytes.
+std::size_t label_width(std::size_t longest);
+// The group `link` of `parent`, created (tracking the creation order of its links) when missing.
+Handle open_or_create_group(const std::string& file, hid_t parent, const std::string& link,
+                            const std::string& where);
+// A 1-D chunked dataset of 0 rows, unlimited, uncompressed; unwritten rows read as `fill`
+// (nullptr: zero bytes), and every row is to be written (no fill at allocation).
+Handle create_dataset(const std::string& file, hid_t group, const std::string& link,
+                      hid_t file_type, hid_t fill_type, const void* fill, hsize_t chunk_rows,
+                      const std::string& where);
 
 // The number of rows of a 1-D dataset.
 hsize_t dataset_rows(const std::string& file, hid_t dataset, const std::string& where);

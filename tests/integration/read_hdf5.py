@@ -19,7 +19,7 @@ Output for one file, either layout (per_host: /<host>/<sensor>; per_sensor: /<se
                                 "unit": "...", "kind": "...", "description": "..."}},
           "labels": {"<key>": ["text", ...]}}}}
 Real names come from the attributes (group attributes host and sensor, dataset attribute key),
-not from the escaped link names. Every table is read as lmaster writes it: len(time) rows of
+not from the escaped link names. The job index /.jobs is no table (read_job_index reads it). Every table is read as lmaster writes it: len(time) rows of
 each dataset (a dataset may be a flush ahead of `time` while lmaster writes).
 """
 import json
@@ -31,6 +31,8 @@ import time
 
 import h5py
 import numpy
+
+JOB_INDEX = ".jobs"  # the job index's link at the root (docs/hdf5.md): never a table or host
 
 
 def text(value):
@@ -57,7 +59,7 @@ def rows_of(dataset, count, swmr):
 
 def is_per_sensor_table(group):
     """A per_sensor layout table: its rows name their host in a `host` dataset."""
-    return isinstance(group.get("host"), h5py.Dataset)
+    return isinstance(group.get("host"), h5py.Dataset) and "time" in group
 
 
 def read_table(group, swmr=False, host=None):
@@ -127,7 +129,7 @@ def open_file(path, swmr=False, timeout=10.0):
 def read_open_file(f, swmr=False):
     result = {}
     for host_link, host_group in f.items():
-        if not isinstance(host_group, h5py.Group):
+        if not isinstance(host_group, h5py.Group) or host_link == JOB_INDEX:
             continue
         if "time" in host_group:  # a per_sensor table
             sensor = attribute(host_group, "sensor", host_link)
@@ -176,7 +178,7 @@ def hosts(f):
     """The hosts in an open closed file, either layout."""
     found = []
     for link, group in f.items():
-        if not isinstance(group, h5py.Group):
+        if not isinstance(group, h5py.Group) or link == JOB_INDEX:
             continue
         if is_per_sensor_table(group):
             found.extend(text(h) for h in group["host"][:])
@@ -193,6 +195,36 @@ def host_tables(f, host):
     return {link: HostTable(group, host) for link, group in f.items()
             if isinstance(group, h5py.Group) and is_per_sensor_table(group)
             and host.encode() in set(group["host"][:])}
+
+
+def read_job_index(f):
+    """The job index of an open file as {"complete": 0|1, "rows": [{"job", "host", "first",
+    "last", "rows", "sensors": {sensor: {"first", "last", "rows", "metrics": {key: {"count",
+    "max", "sum", "last", "growth"}}, "labels": {key: text}}}}]}, or None without one. Sensors
+    without rows in a row are left out of it."""
+    if not isinstance(f.get(JOB_INDEX), h5py.Group):
+        return None
+    index = f[JOB_INDEX]
+    rows = [{"job": int(job), "host": text(host), "first": int(first), "last": int(last),
+             "rows": int(count), "sensors": {}}
+            for job, host, first, last, count in zip(index["job"][:], index["host"][:], index["first"][:],
+                                                     index["last"][:], index["rows"][:])]
+    for sensor_group in index.values():
+        if not isinstance(sensor_group, h5py.Group):
+            continue
+        metrics = {attribute(g, "key", link): {name: g[name][:] for name in ("count", "max", "sum", "last", "growth")}
+                   for link, g in sensor_group.get("metrics", {}).items()}
+        labels = {attribute(d, "key", link): d[:] for link, d in sensor_group.get("labels", {}).items()}
+        for i, row in enumerate(rows):
+            if sensor_group["rows"][i] == 0:
+                continue
+            row["sensors"][attribute(sensor_group, "sensor")] = {
+                "first": int(sensor_group["first"][i]), "last": int(sensor_group["last"][i]),
+                "rows": int(sensor_group["rows"][i]),
+                "metrics": {key: {name: None if math.isnan(v[i]) else float(v[i]) for name, v in stats.items()}
+                            for key, stats in metrics.items()},
+                "labels": {key: text(values[i]) for key, values in labels.items()}}
+    return {"complete": int(index.attrs["complete"]), "rows": rows}
 
 
 def read_file(path, swmr=False):

@@ -11,6 +11,9 @@ import re
 import subprocess
 import unittest
 
+import h5py
+
+import read_hdf5
 from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, HERE
 
 JOB = 4242
@@ -141,6 +144,23 @@ class JobAttributionTest(FructosaTestCase):
         labels = node["VirtualMemory"]["labels"]["involved_jobs"]
         self.assertIn(str(JOB), labels)
         self.assertIn("", labels)  # after the job ended
+
+        # The closed file's job index (docs/hdf5.md) sums up the same rows.
+        with h5py.File(self.path("data.h5"), "r") as f:
+            index = read_hdf5.read_job_index(f)
+        self.assertEqual(index["complete"], 1)
+        mine = [row for row in index["rows"] if row["job"] == JOB and row["host"] == "testnode"]
+        self.assertEqual(len(mine), 1, index["rows"])
+        cgroup = mine[0]["sensors"]["JobCgroup"]
+        times = [table["time"][i] for i in rows]
+        self.assertEqual((cgroup["rows"], cgroup["first"], cgroup["last"]), (len(rows), min(times), max(times)))
+        summary = cgroup["metrics"]["cpu.usage"]
+        self.assertEqual((summary["count"], summary["max"], summary["last"]), (len(usage), max(usage), usage[-1]))
+        self.assertAlmostEqual(summary["sum"], sum(usage), delta=1e-9 * abs(sum(usage)))
+        # A counter that never fell grew by its last value less its first.
+        self.assertAlmostEqual(summary["growth"], usage[-1] - usage[0], delta=1e-9 * usage[-1])
+        self.assertIn("JobProc", mine[0]["sensors"])
+        self.assertGreaterEqual(mine[0]["rows"], len(rows) + mine[0]["sensors"]["JobProc"]["rows"])
 
 
 if __name__ == "__main__":

@@ -191,6 +191,19 @@ class Reader {
     return value;
   }
 
+  // A scalar integer attribute.
+  long long integer_attribute(const std::string& object_path, const std::string& name) const {
+    hid_t object = H5Oopen(file_, object_path.c_str(), H5P_DEFAULT);
+    if (object < 0) throw std::runtime_error("no object " + object_path);
+    hid_t attribute = H5Aopen(object, name.c_str(), H5P_DEFAULT);
+    long long value = 0;
+    herr_t status = attribute >= 0 ? H5Aread(attribute, H5T_NATIVE_LLONG, &value) : -1;
+    if (attribute >= 0) H5Aclose(attribute);
+    H5Oclose(object);
+    if (status < 0) throw std::runtime_error("no integer attribute " + name + " on " + object_path);
+    return value;
+  }
+
   std::vector<std::uint64_t> jobs(const std::string& object_path) const {
     hid_t object = H5Oopen(file_, object_path.c_str(), H5P_DEFAULT);
     if (object < 0) throw std::runtime_error("no object " + object_path);
