@@ -106,10 +106,11 @@ struct HostData {
 // The sensors whose node samples the analysis reads over a job's span: GPU utilization and memory
 // of the GPUs the job used, energy (RAPL, IPMIPower) and network (NetIOCounters, InfiniBand) of
 // its nodes, the node's CPU time (CPUTimes, to apportion energy) and the number of jobs on the
-// node (JobCgroup's and JobProc's node key `jobs`: a node the job had whole).
+// node (JobCgroup's and JobProc's node key `jobs`: a node the job had whole), and whether
+// Taskstats has delay accounting there (its node key `delay_accounting`).
 inline const std::vector<std::string>& node_sensors() {
-  static const std::vector<std::string> sensors{"CPUTimes",   "IPMIPower",     "InfiniBand", "JobCgroup",
-                                                "JobProc",    "NetIOCounters", "NvidiaGPU",  "RAPL"};
+  static const std::vector<std::string> sensors{"CPUTimes",      "IPMIPower", "InfiniBand", "JobCgroup", "JobProc",
+                                                "NetIOCounters", "NvidiaGPU", "RAPL",       "Taskstats"};
   return sensors;
 }
 

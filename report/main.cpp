@@ -1,4 +1,8 @@
 // fructosa-report: what a batch job did, a verdict and advice, from what lmaster stored.
+#include <unistd.h>
+
+#include <fmt/format.h>
+
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <ctime>
@@ -10,6 +14,7 @@
 #include "graphite_source.h"
 #include "hdf5_source.h"
 #include "render.h"
+#include "rules.h"
 #include "slurm_request.h"
 
 namespace po = boost::program_options;
@@ -23,15 +28,31 @@ const char* kUsage = R"(Usage:
   fructosa-report --list [--since TIME] [--until TIME] [--user USER] [options]
 
 Prints the report of each job: elapsed time, CPU efficiency against the CPUs it was given,
-memory peak against its limit, I/O, per node with a sparkline of its cores and memory, and a
-verdict with advice (docs/report.md). --list lists the jobs seen, one line each with its
-verdict. The data is what lmaster's HDF5 output stored: the series of files of its [hdf5]
-path (read from -c), or the file or directory given with --data; or, with --graphite, what
-its [Graphite] output sent, read through graphite-web's render API (no user is known there).
+memory peak against its limit, I/O, Taskstats' delays, PerfHW's IPC and cache misses, its
+GPUs' utilization and memory, its nodes' energy (RAPL, IPMI; apportioned by its share of the
+CPU time of a node it shared) and network traffic (nodes it had alone), per node with
+sparklines, and a verdict with advice (docs/report.md). A figure the job has no data for says
+which sensor collects it. --list lists the jobs seen, one line each with its verdict. The
+data is what lmaster's HDF5 output stored: the series of files of its [hdf5] path (read from
+-c), or the file or directory given with --data; or, with --graphite, what its [Graphite]
+output sent, read through graphite-web's render API (no user is known there).
 
+The rules' thresholds come from a [report] section: -c's (lmaster ignores it), or that of
+--rules FILE. An unknown key or a bad value is an error naming the file and the line. Keys:
+)";
+
+const char* kUsageEnd = R"(
 Exit status: 0; 1 when a job has no data or the data cannot be read; 2 on a usage error.
 
 Options)";
+
+// The usage text, with a line per [report] key from the table rules_from reads.
+std::string usage() {
+  std::string text = kUsage;
+  for (const auto& spec : report_options())
+    text += fmt::format("  {:<32}{}\n", spec.name + " = " + spec.default_value, spec.help);
+  return text + kUsageEnd;
+}
 
 // "2026-11-25", "2026-11-25T18:00:00", "2026-11-25 18:00" (UTC) or seconds since the epoch.
 std::optional<std::int64_t> parse_time(const std::string& text) {
@@ -60,12 +81,12 @@ std::string hdf5_path_of(const std::string& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  po::options_description options(kUsage);
+  po::options_description options(usage());
   options.add_options()
       ("help,h", "show this help")
       ("version", "print the version")
       ("config,c", po::value<std::string>()->default_value("/etc/fructosa/lmaster.conf"),
-       "lmaster's configuration: its [hdf5] path names the files")
+       "lmaster's configuration: its [hdf5] path names the files; its [report] section sets the rules' thresholds")
       ("data,d", po::value<std::string>(), "an HDF5 file, the [hdf5] path link, or a directory of files (instead of -c)")
       ("graphite", po::value<std::string>(), "read Graphite's render API at URL (graphite-web, e.g. http://graphite:8080) instead of HDF5 files")
       ("graphite-prefix", po::value<std::string>()->default_value(""), "--graphite: lmaster's [Graphite] prefix")
@@ -82,7 +103,8 @@ int main(int argc, char** argv) {
       ("user,u", po::value<std::string>(), "--list: jobs of USER")
       ("app", po::value<std::string>(), "--list: jobs that ran APP (as the APP column names it: gromacs, python, ...)")
       ("apps", po::value<std::string>(),
-       "a site's application patterns, tried before the built-in ones (lines 'name glob...', docs/report.md)");
+       "a site's application patterns, tried before the built-in ones (lines 'name glob...', docs/report.md)")
+      ("rules", po::value<std::string>(), "the rules' thresholds from FILE's [report] section instead of -c's");
   po::options_description hidden;
   std::vector<std::string> words;
   hidden.add_options()("jobs", po::value<std::vector<std::string>>(&words));
@@ -155,6 +177,14 @@ int main(int argc, char** argv) {
     // load_app_patterns throws std::runtime_error naming the file and line.
     const std::vector<AppPattern> site_apps =
         args.count("apps") ? load_app_patterns(args["apps"].as<std::string>()) : std::vector<AppPattern>{};
+    // The thresholds: --rules, else -c's [report] (the default -c only where it can be read:
+    // with --data a host need not have lmaster.conf).
+    Rules rules;
+    const std::string config = args["config"].as<std::string>();
+    if (args.count("rules"))
+      rules = load_rules(args["rules"].as<std::string>(), true);
+    else if (!args["config"].defaulted() || ::access(config.c_str(), R_OK) == 0)
+      rules = load_rules(config, false);
     std::unique_ptr<JobSource> source;
     if (args.count("graphite"))
       source = std::make_unique<GraphiteSource>(GraphiteSettings{
@@ -169,12 +199,16 @@ int main(int argc, char** argv) {
         if (since && summary.last_ns < *since) continue;
         if (until && summary.first_ns >= *until) continue;
         if (args.count("user") && summary.user != args["user"].as<std::string>()) continue;
-        auto data = source->job(summary.id);
+        // The job index's summaries where the files have them, else the series.
+        std::optional<JobFigures> figures;
+        if (!summary.per_host.empty())
+          figures = analyse(summary, site_apps);
+        else if (auto data = source->job(summary.id))
+          figures = analyse(*data, site_apps);
         ListedJob job{std::move(summary), "?", ""};
-        if (data) {
-          JobFigures figures = analyse(*data, site_apps);
-          job.verdict = judge(figures).word;
-          job.application = figures.application;
+        if (figures) {
+          job.verdict = judge(*figures, rules).word;
+          job.application = figures->application;
         }
         if (args.count("app") && job.application != args["app"].as<std::string>()) continue;
         listed.push_back(std::move(job));
@@ -194,8 +228,8 @@ int main(int argc, char** argv) {
         continue;
       }
       JobFigures figures = analyse(*data, site_apps);
-      if (ask) figures.request = ask_slurm(id);
-      Verdict verdict = judge(figures);
+      if (ask) set_request(figures, ask_slurm(id));
+      Verdict verdict = judge(figures, rules);
       if (format == "html") {
         html.emplace_back(std::move(figures), std::move(verdict));
       } else if (format == "json") {

@@ -7,16 +7,11 @@
 #include <cmath>
 #include <ctime>
 #include <string_view>
-#include <nlohmann/json.hpp>
 
 #include "utc_time.h"
 
 namespace fructosa::report {
 namespace {
-
-using nlohmann::json;
-
-json number_or_null(const std::optional<double>& value) { return value ? json(*value) : json(nullptr); }
 
 // `text` after `first` ("  - "), wrapped at 80 columns, continued under its first word.
 std::string wrapped(std::string_view first, std::string_view text) {
@@ -46,18 +41,92 @@ std::string wrapped(std::string_view first, std::string_view text) {
 
 std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
 
+std::string joined(const std::vector<std::string>& parts, std::string_view separator = ", ") {
+  return fmt::format("{}", fmt::join(parts, separator));
+}
+
 // "3.1 of 32 cores (10%)", or what is known of it.
-std::string cpu_line(const std::optional<double>& used, const std::optional<double>& cpus,
-                     const std::optional<double>& efficiency) {
-  if (!used) return "not collected";
+std::optional<std::string> cpu_text(const std::optional<double>& used, const std::optional<double>& cpus,
+                                    const std::optional<double>& efficiency) {
+  if (!used) return std::nullopt;
   if (!cpus) return fmt::format("{} cores busy on average (allocation unknown)", round_figure(*used));
   return fmt::format("{} of {} cores ({})", round_figure(*used), round_figure(*cpus), percent(efficiency.value_or(0)));
 }
 
-std::string memory_line(const std::optional<double>& peak, const std::optional<double>& limit) {
-  if (!peak) return "not collected";
-  if (!limit) return fmt::format("peak {} (no limit)", format_bytes(*peak));
+std::optional<std::string> memory_text(const std::optional<double>& peak, const std::optional<double>& limit) {
+  if (!peak) return std::nullopt;
+  if (!limit || *limit <= 0) return fmt::format("peak {} (no limit)", format_bytes(*peak));
   return fmt::format("peak {} of {} ({})", format_bytes(*peak), format_bytes(*limit), percent(*peak / *limit));
+}
+
+// "read 1.2 GiB (330 KiB/s), written 2 GiB (560 KiB/s)".
+std::optional<std::string> io_text(const std::optional<double>& read, const std::optional<double>& written,
+                                   const std::optional<double>& read_rate, const std::optional<double>& write_rate) {
+  if (!read && !written) return std::nullopt;
+  auto one = [](const char* what, const std::optional<double>& bytes, const std::optional<double>& rate) {
+    if (!bytes) return fmt::format("{} not collected", what);
+    return fmt::format("{} {}{}", what, format_bytes(*bytes), rate ? " (" + format_bytes(*rate) + "/s)" : "");
+  };
+  return one("read", read, read_rate) + ", " + one("written", written, write_rate);
+}
+
+std::optional<std::string> delays_text(const Delays& delays) {
+  if (!delays.active_s) return std::nullopt;
+  std::vector<std::string> parts;
+  auto add = [&](const char* what, const std::optional<double>& delay) {
+    if (auto share = delays.share(delay))
+      parts.push_back(fmt::format("{} {}{}", what, percent(*share),
+                                  *delay >= 1 ? " (" + format_duration(*delay) + ")" : ""));
+  };
+  add("block I/O", delays.blkio_s);
+  add("CPU", delays.cpu_s);
+  add("swap-in", delays.swapin_s);
+  add("memory reclaim", delays.memory_s);
+  if (parts.empty()) return std::nullopt;
+  return "waiting for " + joined(parts) + " of the time its tasks ran or waited";
+}
+
+std::optional<std::string> ipc_text(const std::optional<double>& ipc, const std::optional<double>& miss_ratio) {
+  if (!ipc) return std::nullopt;
+  return fmt::format("{} instructions per cycle, {}", round_figure(*ipc),
+                     miss_ratio ? fmt::format("{} of cache references missed", percent(*miss_ratio))
+                                : std::string("cache misses not counted"));
+}
+
+std::optional<std::string> gpu_counts_text(const std::optional<double>& allocated, const std::optional<double>& used,
+                                           const std::optional<double>& without) {
+  if (!allocated && !used) return std::nullopt;
+  if (allocated.value_or(0) == 0 && used.value_or(0) == 0) return "none used";
+  std::vector<std::string> parts;
+  if (allocated) parts.push_back(round_figure(*allocated) + " allocated");
+  if (used) parts.push_back(round_figure(*used) + " used");
+  if (without.value_or(0) > 0) parts.push_back(round_figure(*without) + " without a process of the job");
+  return joined(parts);
+}
+
+std::optional<std::string> energy_text(const std::optional<double>& rapl, const std::optional<double>& ipmi,
+                                       const std::string& attribution) {
+  std::vector<std::string> parts;
+  if (rapl) parts.push_back(format_energy(*rapl) + " by RAPL");
+  if (ipmi) parts.push_back(format_energy(*ipmi) + " by IPMI");
+  if (parts.empty()) return std::nullopt;
+  return joined(parts) + " (" + attribution + ")";
+}
+
+std::optional<std::string> network_text(const std::optional<double>& sent, const std::optional<double>& received,
+                                        const std::optional<double>& ib_sent, const std::optional<double>& ib_received) {
+  std::vector<std::string> parts;
+  auto pair = [](const char* what, const std::optional<double>& out, const std::optional<double>& in) {
+    return fmt::format("{}sent {}, received {}", what, out ? format_bytes(*out) : "?", in ? format_bytes(*in) : "?");
+  };
+  if (sent || received) parts.push_back(pair("NICs ", sent, received));
+  if (ib_sent || ib_received) parts.push_back(pair("InfiniBand ", ib_sent, ib_received));
+  if (parts.empty()) return std::nullopt;
+  return joined(parts, "; ");
+}
+
+const char* use_text(NodeUse use) {
+  return use == NodeUse::shared ? "node shared" : use == NodeUse::alone ? "whole node" : "node sharing unknown";
 }
 
 // "time limit 2-00:00:00, partition debug, 32 CPUs, 64 GiB, 2 GPUs" (what is known of it).
@@ -68,39 +137,85 @@ std::string request_line(const SlurmRequest& request) {
   if (request.cpus) parts.push_back(round_figure(*request.cpus) + (*request.cpus == 1 ? " CPU" : " CPUs"));
   if (request.memory_bytes) parts.push_back(format_bytes(*request.memory_bytes));
   if (request.gpus) parts.push_back(round_figure(*request.gpus) + (*request.gpus == 1 ? " GPU" : " GPUs"));
-  return fmt::format("{}", fmt::join(parts, ", "));
+  return joined(parts);
 }
 
-json request_json(const std::optional<SlurmRequest>& request) {
-  if (!request) return nullptr;
-  return {{"time_limit_s", number_or_null(request->time_limit_s)},
-          {"partition", request->partition.empty() ? json(nullptr) : json(request->partition)},
-          {"cpus", number_or_null(request->cpus)},
-          {"memory_bytes", number_or_null(request->memory_bytes)},
-          {"gpus", number_or_null(request->gpus)},
-          {"state", request->state.empty() ? json(nullptr) : json(request->state)},
-          {"source", request->source}};
-}
-
-json figures_json(const NodeFigures& node) {
-  return {{"host", node.host},
-          {"start", utc_time(node.first_ns)},
-          {"end", utc_time(node.last_ns)},
-          {"elapsed_s", node.elapsed_s},
-          {"cpu_seconds", number_or_null(node.cpu_seconds)},
-          {"cpus", number_or_null(node.cpus)},
-          {"cores_used", number_or_null(node.cores_used)},
-          {"cpu_efficiency", number_or_null(node.cpu_efficiency)},
-          {"memory_peak_bytes", number_or_null(node.memory_peak)},
-          {"memory_limit_bytes", number_or_null(node.memory_limit)},
-          {"read_bytes", number_or_null(node.read_bytes)},
-          {"write_bytes", number_or_null(node.write_bytes)},
-          {"cpu_source", node.cpu_source.empty() ? json(nullptr) : json(node.cpu_source)}};
+bool listed_missing(const JobFigures& figures, std::string_view what) {
+  return std::any_of(figures.not_collected.begin(), figures.not_collected.end(),
+                     [&](const auto& entry) { return entry.first == what; });
 }
 
 }  // namespace
 
 std::string utc_time(std::int64_t ns) { return utc_iso8601(ns); }
+
+std::string missing_text(const JobFigures& figures, std::string_view what) {
+  for (const auto& [name, enable] : figures.not_collected)
+    if (name == what) return fmt::format("not collected (enable {})", enable);
+  return "not collected";
+}
+
+std::string gpu_text(const GpuFigures& gpu) {
+  std::vector<std::string> parts;
+  if (gpu.allocated && !gpu.used) parts.push_back("no process of the job");
+  if (gpu.utilization) parts.push_back("busy " + percent(*gpu.utilization));
+  if (gpu.memory_peak)
+    parts.push_back("memory peak " + format_bytes(*gpu.memory_peak) +
+                    (gpu.memory_total ? " of " + format_bytes(*gpu.memory_total) : ""));
+  else if (gpu.process_memory_peak)
+    parts.push_back("its processes' memory peak " + format_bytes(*gpu.process_memory_peak));
+  return gpu.gpu + ": " + (parts.empty() ? std::string("used") : joined(parts));
+}
+
+std::vector<FigureLine> figure_lines(const JobFigures& f) {
+  std::vector<FigureLine> lines{
+      {"CPU", "CPU time", cpu_text(f.cores_used, f.cpus, f.cpu_efficiency)},
+      {"CPU time", "CPU time", f.cpu_seconds ? std::optional(format_duration(*f.cpu_seconds)) : std::nullopt},
+      {"IPC", "IPC", ipc_text(f.ipc, f.cache_miss_ratio)},
+      {"Memory", "memory", memory_text(f.memory_peak, f.memory_limit)},
+      {"I/O", "I/O", io_text(f.read_bytes, f.write_bytes, f.read_rate, f.write_rate)},
+      {"Delays", "delays", delays_text(f.delays)}};
+  // GPUs where the job has some, or is said to lack their figures: a CPU job has no GPU line.
+  if (f.gpus_allocated || f.gpus_used || listed_missing(f, "GPU")) {
+    auto text = gpu_counts_text(f.gpus_allocated, f.gpus_used, f.gpus_without_process);
+    if (text && f.gpu_utilization) *text += ", busy " + percent(*f.gpu_utilization) + " on average";
+    if (text && f.gpu_memory_peak) *text += ", memory peak " + format_bytes(*f.gpu_memory_peak);
+    lines.push_back({"GPU", "GPU", text});
+  }
+  lines.push_back({"Energy", "energy",
+                   energy_text(f.rapl_joules, f.ipmi_joules,
+                               f.energy_apportioned ? "apportioned by its share of shared nodes' CPU time"
+                                                    : f.nodes.size() == 1 ? "whole node" : "whole nodes")});
+  lines.push_back({"Network", "network",
+                   f.network_shared ? std::optional<std::string>("not attributed: node shared")
+                                    : network_text(f.net_sent, f.net_received, f.ib_sent, f.ib_received)});
+  return lines;
+}
+
+std::vector<FigureLine> figure_lines(const NodeFigures& n) {
+  std::vector<FigureLine> lines{
+      {"CPU", "CPU time", cpu_text(n.cores_used, n.cpus, n.cpu_efficiency)},
+      {"CPU time", "CPU time", n.cpu_seconds ? std::optional(format_duration(*n.cpu_seconds)) : std::nullopt},
+      {"IPC", "IPC", ipc_text(n.ipc, n.cache_miss_ratio)},
+      {"Memory", "memory", memory_text(n.memory_peak, n.memory_limit)},
+      {"I/O", "I/O", io_text(n.read_bytes, n.write_bytes, n.read_rate, n.write_rate)},
+      {"Delays", "delays", delays_text(n.delays)}};
+  auto gpus = gpu_counts_text(n.gpus_allocated, n.gpus_used, n.gpus_without_process);
+  std::vector<std::string> each;
+  for (const auto& gpu : n.gpus) each.push_back(gpu_text(gpu));
+  if (gpus && !each.empty()) *gpus += "; " + joined(each, "; ");
+  lines.push_back({"GPU", "GPU", gpus});
+  std::string attribution = n.use == NodeUse::alone
+                                ? "whole node"
+                                : fmt::format("{} of the node's CPU time: {}", n.cpu_share ? percent(*n.cpu_share) : "?",
+                                              use_text(n.use));
+  lines.push_back({"Energy", "energy", energy_text(n.rapl_joules, n.ipmi_joules, attribution)});
+  lines.push_back({"Network", "network",
+                   n.network_collected && n.use != NodeUse::alone
+                       ? std::optional<std::string>(std::string("not attributed: ") + use_text(n.use))
+                       : network_text(n.net_sent, n.net_received, n.ib_sent, n.ib_received)});
+  return lines;
+}
 
 std::string sparkline(const std::vector<double>& values, std::size_t width, double high) {
   static const char* const kBlocks[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
@@ -132,18 +247,20 @@ std::string render_text(const JobFigures& figures, const Verdict& verdict) {
   for (const auto& note : verdict.notes) out += wrapped("  - ", note.text);
   out += "\n";
   if (figures.request) out += wrapped("  Asked    ", request_line(*figures.request));
-  out += fmt::format("  CPU      {}\n", cpu_line(figures.cores_used, figures.cpus, figures.cpu_efficiency));
-  if (figures.cpu_seconds) out += fmt::format("           CPU time {}\n", format_duration(*figures.cpu_seconds));
-  out += fmt::format("  Memory   {}\n", memory_line(figures.memory_peak, figures.memory_limit));
-  if (figures.read_bytes || figures.write_bytes)
-    out += fmt::format("  I/O      read {}, written {}\n", format_bytes(figures.read_bytes.value_or(0)),
-                       format_bytes(figures.write_bytes.value_or(0)));
-  else
-    out += "  I/O      not collected\n";
+  std::vector<std::string_view> shown;  // not_collected entries said on their line
+  for (const auto& line : figure_lines(figures)) {
+    if (std::string_view(line.label) == "CPU time") {  // under the CPU line, when known
+      if (line.text) out += fmt::format("           CPU time {}\n", *line.text);
+      continue;
+    }
+    if (!line.text) shown.push_back(line.name_if_missing);
+    out += wrapped(fmt::format("  {:<9}", line.label), line.text ? *line.text : missing_text(figures, line.name_if_missing));
+  }
 
   constexpr std::size_t kSpark = 40;
   for (const auto& node : figures.nodes) {
-    out += fmt::format("\n  {}  {}\n", node.host, cpu_line(node.cores_used, node.cpus, node.cpu_efficiency));
+    out += fmt::format("\n  {}  {}\n", node.host,
+                       cpu_text(node.cores_used, node.cpus, node.cpu_efficiency).value_or("CPU not collected"));
     if (!node.cores_over_time.values.empty())
       out += fmt::format("    cores  {}  max {}\n", sparkline(node.cores_over_time.values, kSpark, node.cpus.value_or(0)),
                          round_figure(node.cpus ? *node.cpus : series_max(node.cores_over_time).value_or(0)));
@@ -152,54 +269,49 @@ std::string render_text(const JobFigures& figures, const Verdict& verdict) {
       out += fmt::format("    memory {}  max {}\n", sparkline(node.memory_over_time.values, kSpark, high),
                          format_bytes(high));
     }
+    for (const auto& gpu : node.gpus)
+      if (!gpu.utilization_over_time.values.empty() && gpu.gpu.size() <= 3)
+        out += fmt::format("    gpu{:<4}{}  busy {}\n", gpu.gpu, sparkline(gpu.utilization_over_time.values, kSpark, 1),
+                           percent(gpu.utilization.value_or(0)));
+    if (!node.gpus.empty()) {
+      std::vector<std::string> each;
+      for (const auto& gpu : node.gpus) each.push_back(gpu_text(gpu));
+      out += wrapped("    GPUs   ", joined(each, "; "));
+    }
+    if (figures.nodes.size() > 1)
+      for (const auto& line : figure_lines(node))
+        if ((std::string_view(line.label) == "Energy" || std::string_view(line.label) == "Network") && line.text)
+          out += wrapped(fmt::format("    {:<8}", std::string_view(line.label) == "Energy" ? "energy" : "network"),
+                         *line.text);
   }
-  if (!figures.not_collected.empty()) {
-    out += "\n";
-    for (const auto& [what, enable] : figures.not_collected)
-      out += wrapped("  ", fmt::format("{}: not collected (enable {})", what, enable));
-  }
+  std::string rest;
+  for (const auto& [what, enable] : figures.not_collected)
+    if (std::find(shown.begin(), shown.end(), what) == shown.end())
+      rest += wrapped("  ", fmt::format("{}: not collected (enable {})", what, enable));
+  if (!rest.empty()) out += "\n" + rest;
   return out;
-}
-
-std::string render_json(const JobFigures& figures, const Verdict& verdict) {
-  json notes = json::array();
-  for (const auto& note : verdict.notes) notes.push_back({{"rule", note.rule}, {"text", note.text}});
-  json nodes = json::array();
-  for (const auto& node : figures.nodes) nodes.push_back(figures_json(node));
-  json missing = json::array();
-  for (const auto& [what, enable] : figures.not_collected) missing.push_back({{"what", what}, {"enable", enable}});
-  json document = {
-      {"schema", kJsonSchema},
-      {"job", figures.id},
-      {"user", figures.user.empty() ? json(nullptr) : json(figures.user)},
-      {"application", figures.application.empty() ? json(nullptr) : json(figures.application)},
-      {"start", utc_time(figures.first_ns)},
-      {"end", utc_time(figures.last_ns)},
-      {"elapsed_s", figures.elapsed_s},
-      {"request", request_json(figures.request)},
-      {"verdict", verdict.word},
-      {"notes", notes},
-      {"figures",
-       {{"cpu_seconds", number_or_null(figures.cpu_seconds)},
-        {"cpus", number_or_null(figures.cpus)},
-        {"cores_used", number_or_null(figures.cores_used)},
-        {"cpu_efficiency", number_or_null(figures.cpu_efficiency)},
-        {"cpu_efficiency_min_node", number_or_null(figures.efficiency_min)},
-        {"cpu_efficiency_max_node", number_or_null(figures.efficiency_max)},
-        {"memory_peak_bytes", number_or_null(figures.memory_peak)},
-        {"memory_limit_bytes", number_or_null(figures.memory_limit)},
-        {"read_bytes", number_or_null(figures.read_bytes)},
-        {"write_bytes", number_or_null(figures.write_bytes)}}},
-      {"nodes", nodes},
-      {"not_collected", missing}};
-  return document.dump() + "\n";
 }
 
 std::string render_summary(const JobFigures& figures, const Verdict& verdict) {
   std::string out = verdict.word;
   for (std::size_t i = 0; i < verdict.notes.size(); ++i) out += (i == 0 ? ": " : "; ") + verdict.notes[i].text;
-  out += fmt::format(" | CPU {}, memory {}, elapsed {}\n", cpu_line(figures.cores_used, figures.cpus, figures.cpu_efficiency),
-                     memory_line(figures.memory_peak, figures.memory_limit), format_duration(figures.elapsed_s));
+  out += fmt::format(" | CPU {}, memory {}",
+                     cpu_text(figures.cores_used, figures.cpus, figures.cpu_efficiency).value_or("not collected"),
+                     memory_text(figures.memory_peak, figures.memory_limit).value_or("not collected"));
+  // "1 of 2 GPUs used (busy 30%)": what is known of it.
+  if (figures.gpus_used.value_or(0) > 0 || figures.gpus_allocated.value_or(0) > 0) {
+    if (figures.gpus_used && figures.gpus_allocated)
+      out += fmt::format(", {} of {} GPUs used", round_figure(*figures.gpus_used), round_figure(*figures.gpus_allocated));
+    else if (figures.gpus_used)
+      out += fmt::format(", {} GPU{} used", round_figure(*figures.gpus_used), *figures.gpus_used == 1 ? "" : "s");
+    else
+      out += fmt::format(", {} GPU{} allocated, use not collected", round_figure(*figures.gpus_allocated),
+                         *figures.gpus_allocated == 1 ? "" : "s");
+    if (figures.gpu_utilization) out += " (busy " + percent(*figures.gpu_utilization) + ")";
+  }
+  if (figures.rapl_joules || figures.ipmi_joules)
+    out += ", energy " + format_energy(figures.ipmi_joules ? *figures.ipmi_joules : *figures.rapl_joules);
+  out += fmt::format(", elapsed {}\n", format_duration(figures.elapsed_s));
   return out;
 }
 
@@ -213,20 +325,6 @@ std::string render_list(const std::vector<ListedJob>& jobs) {
                        format_duration(static_cast<double>(s.last_ns - s.first_ns) / 1e9), job.verdict);
   }
   return out;
-}
-
-std::string render_list_json(const std::vector<ListedJob>& jobs) {
-  json list = json::array();
-  for (const auto& job : jobs)
-    list.push_back({{"job", job.summary.id},
-                    {"user", job.summary.user.empty() ? json(nullptr) : json(job.summary.user)},
-                    {"hosts", job.summary.hosts},
-                    {"start", utc_time(job.summary.first_ns)},
-                    {"end", utc_time(job.summary.last_ns)},
-                    {"elapsed_s", static_cast<double>(job.summary.last_ns - job.summary.first_ns) / 1e9},
-                    {"application", job.application.empty() ? json(nullptr) : json(job.application)},
-                    {"verdict", job.verdict}});
-  return json{{"schema", kJsonSchema}, {"jobs", list}}.dump() + "\n";
 }
 
 }  // namespace fructosa::report

@@ -1,8 +1,10 @@
 // fructosa-report's outputs: the text report (80 columns, a sparkline per metric and node), the
-// JSON document (schema "fructosa-report/1", docs/report.md) and the --list table.
+// JSON document (schema "fructosa-report/1", docs/report.md; render_json.cpp) and the --list table.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis.h"
@@ -10,6 +12,21 @@
 namespace fructosa::report {
 
 inline constexpr const char* kJsonSchema = "fructosa-report/1";
+
+// The figures as the text report and the HTML table write them, for the job in all or one node;
+// nullopt where there is no data ("not collected" then: missing_text). `name_if_missing`: the
+// not_collected entry that says what would collect it.
+struct FigureLine {
+  const char* label;            // "CPU", "Memory", ...
+  const char* name_if_missing;  // "CPU time", "memory", ...
+  std::optional<std::string> text;
+};
+std::vector<FigureLine> figure_lines(const JobFigures& figures);
+std::vector<FigureLine> figure_lines(const NodeFigures& node);
+// "not collected (enable [sensor:JobCgroup])", naming what figures.not_collected says collects `what`.
+std::string missing_text(const JobFigures& figures, std::string_view what);
+// One GPU: "0: busy 45%, memory peak 30 GiB of 80 GiB" (what is known of it).
+std::string gpu_text(const GpuFigures& gpu);
 
 std::string render_text(const JobFigures& figures, const Verdict& verdict);
 std::string render_json(const JobFigures& figures, const Verdict& verdict);

@@ -1,12 +1,12 @@
 // fructosa-report --format html: one self-contained document (inline CSS, inline SVG plots; no
 // script, no font, no address outside it), a section per job: its header, the verdict and its
-// notes, the figures table and, per node, its cores busy and its memory over time.
+// notes, the figures table and, per node, its cores busy, its memory and its GPUs' utilization
+// over time.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <functional>
 
 #include "render.h"
 
@@ -98,6 +98,7 @@ struct Plot {
   double top;                   // the y axis: 0 .. top
   bool bytes;                   // values in bytes (format_bytes) or plain (round_figure)
   std::optional<double> limit;  // drawn as a line
+  bool percent = false;         // values 0..1 labelled as percentages
 };
 
 // One plot as an inline SVG: title, axes with ticks and labels, the series as a path (a NaN ends
@@ -107,7 +108,10 @@ std::string svg_plot(const Plot& plot) {
   const double span_ns = static_cast<double>(std::max<std::int64_t>(plot.to_ns - plot.from_ns, 1'000'000'000));
   auto x_of = [&](std::int64_t ns) { return kLeft + (kRight - kLeft) * static_cast<double>(ns - plot.from_ns) / span_ns; };
   auto y_of = [&](double value) { return kBottom - (kBottom - kTop) * std::clamp(value / plot.top, 0.0, 1.0); };
-  auto label = [&](double value) { return plot.bytes ? format_bytes(value) : round_figure(value); };
+  auto label = [&](double value) {
+    if (plot.percent) return fmt::format("{:.0f}%", 100 * value);
+    return plot.bytes ? format_bytes(value) : round_figure(value);
+  };
 
   std::string out = fmt::format(
       "<svg class=\"plot\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
@@ -161,77 +165,31 @@ std::string svg_plot(const Plot& plot) {
   return out;
 }
 
-// "not collected (enable [sensor:JobCgroup])": what the job lacks `what` for, naming what collects it.
-std::string missing(const JobFigures& figures, std::string_view what) {
-  for (const auto& [name, enable] : figures.not_collected)
-    if (name == what) return fmt::format("not collected (enable {})", enable);
-  return "not collected";
-}
-
 // A table cell: `text` of a figure, or what the job lacks it for.
 std::string cell(const std::optional<std::string>& text, const JobFigures& figures, std::string_view what) {
   if (text) return "<td>" + escaped(*text) + "</td>";
-  return "<td class=\"missing\">" + escaped(missing(figures, what)) + "</td>";
+  return "<td class=\"missing\">" + escaped(missing_text(figures, what)) + "</td>";
 }
 
-struct FigureSet {
-  const std::optional<double>&cpu_seconds, &cpus, &cores_used, &efficiency, &memory_peak, &memory_limit, &read_bytes,
-      &write_bytes;
-};
-
-std::optional<std::string> cpu_text(const FigureSet& f) {
-  if (!f.cores_used) return std::nullopt;
-  std::string text = round_figure(*f.cores_used) + " cores busy on average";
-  if (f.cpus)
-    text = fmt::format("{} of {} cores ({:.0f}%)", round_figure(*f.cores_used), round_figure(*f.cpus),
-                       100 * f.efficiency.value_or(0));
-  else
-    text += " (allocation unknown)";
-  return text;
-}
-
-std::optional<std::string> memory_text(const FigureSet& f) {
-  if (!f.memory_peak) return std::nullopt;
-  if (!f.memory_limit || *f.memory_limit <= 0) return "peak " + format_bytes(*f.memory_peak) + " (no limit)";
-  return fmt::format("peak {} of {} ({:.0f}%)", format_bytes(*f.memory_peak), format_bytes(*f.memory_limit),
-                     100 * *f.memory_peak / *f.memory_limit);
-}
-
-std::optional<std::string> io_text(const FigureSet& f) {
-  if (!f.read_bytes && !f.write_bytes) return std::nullopt;
-  return fmt::format("read {}, written {}", format_bytes(f.read_bytes.value_or(0)), format_bytes(f.write_bytes.value_or(0)));
-}
-
-std::optional<std::string> cpu_time_text(const FigureSet& f) {
-  if (!f.cpu_seconds) return std::nullopt;
-  return format_duration(*f.cpu_seconds);
-}
-
-// Rows CPU, CPU time, memory, I/O; columns the job in all, then each node when it has several.
+// A row per figure (render.h's figure_lines: CPU, CPU time, IPC, memory, I/O, delays, GPU,
+// energy, network); columns the job in all, then each node when it has several.
 std::string figures_table(const JobFigures& figures) {
-  std::vector<std::pair<std::string, FigureSet>> columns;
-  columns.emplace_back("all nodes",
-                       FigureSet{figures.cpu_seconds, figures.cpus, figures.cores_used, figures.cpu_efficiency,
-                                 figures.memory_peak, figures.memory_limit, figures.read_bytes, figures.write_bytes});
+  const std::vector<FigureLine> rows = figure_lines(figures);
+  std::vector<std::vector<FigureLine>> nodes;
   if (figures.nodes.size() > 1)
-    for (const auto& node : figures.nodes)
-      columns.emplace_back(node.host, FigureSet{node.cpu_seconds, node.cpus, node.cores_used, node.cpu_efficiency,
-                                                node.memory_peak, node.memory_limit, node.read_bytes, node.write_bytes});
-  struct Row {
-    const char* name;
-    const char* missing_as;  // its name in JobFigures::not_collected
-    std::function<std::optional<std::string>(const FigureSet&)> text;
-  };
-  const Row rows[] = {{"CPU", "CPU time", cpu_text},
-                      {"CPU time", "CPU time", cpu_time_text},
-                      {"Memory", "memory", memory_text},
-                      {"I/O", "I/O", io_text}};
-  std::string out = "<table class=\"figures\">\n<thead><tr><th></th>";
-  for (const auto& [name, set] : columns) out += "<th>" + escaped(name) + "</th>";
+    for (const auto& node : figures.nodes) nodes.push_back(figure_lines(node));
+  std::string out = "<table class=\"figures\">\n<thead><tr><th></th><th>all nodes</th>";
+  if (!nodes.empty())
+    for (const auto& node : figures.nodes) out += "<th>" + escaped(node.host) + "</th>";
   out += "</tr></thead>\n<tbody>\n";
   for (const auto& row : rows) {
-    out += fmt::format("<tr><th>{}</th>", escaped(row.name));
-    for (const auto& [name, set] : columns) out += cell(row.text(set), figures, row.missing_as);
+    out += fmt::format("<tr><th>{}</th>", escaped(row.label));
+    out += cell(row.text, figures, row.name_if_missing);
+    for (const auto& lines : nodes) {
+      auto same = std::find_if(lines.begin(), lines.end(),
+                               [&](const FigureLine& line) { return std::string_view(line.label) == row.label; });
+      out += cell(same == lines.end() ? std::nullopt : same->text, figures, row.name_if_missing);
+    }
     out += "</tr>\n";
   }
   return out + "</tbody>\n</table>\n";
@@ -241,7 +199,7 @@ std::string node_plots(const JobFigures& figures, const NodeFigures& node) {
   std::string out = fmt::format("<h3>{}</h3>\n<div class=\"plots\">\n", escaped(node.host));
   const Series& cores = node.cores_over_time;
   if (cores.values.empty()) {
-    out += "<p class=\"none\">cores busy: " + escaped(missing(figures, "CPU time")) + "</p>\n";
+    out += "<p class=\"none\">cores busy: " + escaped(missing_text(figures, "CPU time")) + "</p>\n";
   } else {
     double top = node.cpus && *node.cpus > 0 ? *node.cpus : series_max(cores).value_or(0);
     out += svg_plot({fmt::format("{}: cores busy{}", node.host,
@@ -250,7 +208,7 @@ std::string node_plots(const JobFigures& figures, const NodeFigures& node) {
   }
   const Series& memory = node.memory_over_time;
   if (memory.values.empty()) {
-    out += "<p class=\"none\">memory: " + escaped(missing(figures, "memory")) + "</p>\n";
+    out += "<p class=\"none\">memory: " + escaped(missing_text(figures, "memory")) + "</p>\n";
   } else {
     double high = std::max(node.memory_limit.value_or(0), series_max(memory).value_or(0));
     auto ticks = value_ticks(high > 0 ? high * 1.05 : 1, true);
@@ -259,6 +217,13 @@ std::string node_plots(const JobFigures& figures, const NodeFigures& node) {
     out += svg_plot({fmt::format("{}: memory{}", node.host,
                                  node.memory_limit ? fmt::format(" (limit {})", format_bytes(*node.memory_limit)) : ""),
                      &memory, node.first_ns, node.last_ns, top, true, node.memory_limit});
+  }
+  // Each GPU's utilization, 0 to 100%.
+  for (const auto& gpu : node.gpus) {
+    if (gpu.utilization_over_time.values.empty()) continue;
+    out += svg_plot({fmt::format("{}: GPU {} busy (a kernel running){}", node.host, gpu.gpu,
+                                 gpu.allocated && !gpu.used ? ", no process of the job" : ""),
+                     &gpu.utilization_over_time, node.first_ns, node.last_ns, 1, false, std::nullopt, true});
   }
   return out + "</div>\n";
 }

@@ -178,7 +178,12 @@ class ReportTest(FructosaTestCase):
             self.assertEqual(reports[103]["verdict"], "memory_near_limit", context)
         with self.subTest(what="no I/O sensor figure is 0: JobProc's is there"):
             self.assertIsNotNone(reports[101]["figures"]["read_bytes"], context)
-            self.assertEqual(reports[101]["not_collected"], [], context)
+            # What JobCgroup and JobProc collect is there; what other sensors would is named.
+            missing = {entry["what"]: entry["enable"] for entry in reports[101]["not_collected"]}
+            self.assertEqual(set(missing) & {"CPU time", "CPU allocation", "memory", "I/O"}, set(), context)
+            self.assertEqual(missing.get("IPC"), "[sensor:PerfHW] with scope = job", context)
+            self.assertIsNone(reports[101]["figures"]["ipc"], context)
+            self.assertIsNone(reports[101]["figures"]["energy_rapl_j"], context)
 
         with self.subTest(what="--list, and -c lmaster.conf's [hdf5] path"):
             listed = self.report("-c", self.path("lmaster.conf"), "--list", "--format", "json")
@@ -201,6 +206,20 @@ class ReportTest(FructosaTestCase):
             broken = self.report("-d", self.path("data.h5"), "--list", "--apps", self.write("bad.conf", "lonely\n"))
             self.assertEqual(broken.returncode, 1)
             self.assertIn(self.path("bad.conf") + ":1:", broken.stderr)
+        with self.subTest(what="the rules' thresholds from [report]: -c's, or --rules FILE's"):
+            # The sleeper is idle by the default threshold, underused when idle means under 0%.
+            config = read_text(self.path("lmaster.conf")) + "\n[report]\nidle_efficiency = 0\n"
+            lenient = self.report("-c", self.write("report.conf", config), "--list", "--format", "json")
+            self.assertEqual(lenient.returncode, 0, lenient.stderr)
+            verdicts = {j["job"]: j["verdict"] for j in json.loads(lenient.stdout)["jobs"]}
+            self.assertEqual(verdicts[102], "cpu_underused", lenient.stdout)
+            rules = self.write("rules.conf", "[report]\nidle_efficiency = 0\n")
+            single = self.report("--data", self.path("data.h5"), "--rules", rules, "--format", "json", "102")
+            self.assertEqual(json.loads(single.stdout)["verdict"], "cpu_underused", single.stdout + single.stderr)
+            broken = self.report("--data", self.path("data.h5"), "--rules", self.write("bad.rules", "[report]\nidle = 1\n"), "102")
+            self.assertEqual(broken.returncode, 1)
+            self.assertIn(self.path("bad.rules") + ":2: [report] idle: unknown key", broken.stderr)
+            self.assertEqual(broken.stdout, "")
         with self.subTest(what="text report"):
             text = self.report("--data", self.path("data.h5"), "103")
             self.assertEqual(text.returncode, 0, text.stderr)
