@@ -149,9 +149,9 @@ Verdict judge(const JobFigures& figures, const Rules& rules) {
   const double idle_gpus = gpus.without_process + gpus.below_idle;
   if (long_enough && idle_gpus > 0 && gpus.total > 0) {
     std::vector<std::string> why;
-    if (gpus.without_process > 0) why.push_back("no process of the job on " + round_figure(gpus.without_process));
+    if (gpus.without_process > 0) why.push_back(round_figure(gpus.without_process) + " without a process of the job");
     if (gpus.below_idle > 0)
-      why.push_back(fmt::format("busy under {} of the time on {}", percent(rules.gpu_idle), round_figure(gpus.below_idle)));
+      why.push_back(fmt::format("{} busy under {} of the time", round_figure(gpus.below_idle), percent(rules.gpu_idle)));
     const std::string how = fmt::format("{}", fmt::join(why, ", "));
     if (idle_gpus >= gpus.total)
       fire("gpu_idle", fmt::format("its {} did nothing ({}): does it use them (a CUDA build, CUDA_VISIBLE_DEVICES)? "

@@ -119,7 +119,7 @@ TEST(ReportGpus, EachAllocatedOrUsedGpuHasItsUtilizationAndMemory) {
 
   Verdict verdict = judge(figures);
   EXPECT_EQ(verdict.word, "gpu_idle");
-  EXPECT_EQ(verdict.notes[0].text, "1 of its 2 GPUs did nothing (no process of the job on 1): ask for 1 GPU");
+  EXPECT_EQ(verdict.notes[0].text, "1 of its 2 GPUs did nothing (1 without a process of the job): ask for 1 GPU");
   std::string text = render_text(figures, verdict);
   expect_80_columns(text);
   EXPECT_TRUE(contains(text, "  GPU      2 allocated, 1 used, 1 without a process of the job, busy 30% on\n"
@@ -157,7 +157,7 @@ TEST(ReportGpus, WithoutMinorsTheAllocationCountsAndNoGpuIsGuessed) {
   EXPECT_DOUBLE_EQ(*figures.gpus_allocated, 4);
   EXPECT_DOUBLE_EQ(*figures.gpus_without_process, 1);
   EXPECT_DOUBLE_EQ(*figures.gpu_utilization, 0.9);  // GPUs 1 and 2 have no node samples
-  EXPECT_EQ(judge(figures).notes[0].text, "1 of its 4 GPUs did nothing (no process of the job on 1): ask for 3 GPUs");
+  EXPECT_EQ(judge(figures).notes[0].text, "1 of its 4 GPUs did nothing (1 without a process of the job): ask for 3 GPUs");
 }
 
 TEST(ReportGpus, AGpuJobWithoutNvidiaGpuSamplesSaysSo) {

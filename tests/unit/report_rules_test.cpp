@@ -146,17 +146,17 @@ TEST(ReportRules, GpuIdleCountsGpusWithoutAProcessOrBarelyBusy) {
   JobFigures f = with_gpus(healthy(), {gpu("0", 0.8), gpu("1", 0.0, false)}, 2);
   Verdict verdict = judge(f);
   EXPECT_EQ(verdict.word, "gpu_idle");
-  EXPECT_EQ(verdict.notes[0].text, "1 of its 2 GPUs did nothing (no process of the job on 1): ask for 1 GPU");
+  EXPECT_EQ(verdict.notes[0].text, "1 of its 2 GPUs did nothing (1 without a process of the job): ask for 1 GPU");
   // Used, but a kernel ran under gpu_idle of the time.
   f = with_gpus(healthy(), {gpu("0", 0.8), gpu("1", 0.049)}, 2);
-  EXPECT_EQ(judge(f).notes[0].text, "1 of its 2 GPUs did nothing (busy under 5% of the time on 1): ask for 1 GPU");
+  EXPECT_EQ(judge(f).notes[0].text, "1 of its 2 GPUs did nothing (1 busy under 5% of the time): ask for 1 GPU");
   f = with_gpus(healthy(), {gpu("0", 0.8), gpu("1", 0.05)}, 2);
   EXPECT_FALSE(fires(f, "gpu_idle"));
   // All of them: does it use GPUs at all?
   f = with_gpus(healthy(), {}, 4);
   f.gpus_used = 0;
   EXPECT_EQ(judge(f).notes[0].text,
-            "its 4 GPUs did nothing (no process of the job on 4): does it use them (a CUDA build, "
+            "its 4 GPUs did nothing (4 without a process of the job): does it use them (a CUDA build, "
             "CUDA_VISIBLE_DEVICES)? If not, ask for none");
   // Without NvidiaGPU's per-job samples nothing is known of their use: no rule.
   f.gpus_used.reset();
