@@ -104,7 +104,7 @@ struct Plot {
 // One plot as an inline SVG: title, axes with ticks and labels, the series as a path (a NaN ends
 // a segment), and the limit line.
 std::string svg_plot(const Plot& plot) {
-  constexpr double kWidth = 560, kHeight = 230, kLeft = 70, kRight = 545, kTop = 30, kBottom = 196;
+  constexpr double kWidth = 560, kHeight = 230, kLeft = 70, kRight = 530, kTop = 30, kBottom = 196;
   const double span_ns = static_cast<double>(std::max<std::int64_t>(plot.to_ns - plot.from_ns, 1'000'000'000));
   auto x_of = [&](std::int64_t ns) { return kLeft + (kRight - kLeft) * static_cast<double>(ns - plot.from_ns) / span_ns; };
   auto y_of = [&](double value) { return kBottom - (kBottom - kTop) * std::clamp(value / plot.top, 0.0, 1.0); };
@@ -245,12 +245,6 @@ std::string job_section(const JobFigures& figures, const Verdict& verdict) {
     out += "</ul>\n";
   }
   out += "<h2>Figures</h2>\n" + figures_table(figures);
-  if (!figures.not_collected.empty()) {
-    out += "<ul class=\"not-collected\">\n";
-    for (const auto& [what, enable] : figures.not_collected)
-      out += fmt::format("<li>{}: not collected (enable {})</li>\n", escaped(what), escaped(enable));
-    out += "</ul>\n";
-  }
   out += "<h2>Over time</h2>\n";
   for (const auto& node : figures.nodes) out += node_plots(figures, node);
   return out + "</section>\n";
