@@ -172,6 +172,42 @@ std::optional<JobData> graphite_job_data(std::uint64_t id, const std::vector<Gra
   return data;
 }
 
+void add_graphite_node_series(JobData& data, const std::vector<GraphiteSeries>& series, std::string_view prefix) {
+  std::map<std::string, HostData*, std::less<>> hosts;
+  std::map<std::string, Span> spans;
+  for (auto& host : data.hosts) {
+    hosts[host.host] = &host;
+    for (const auto& [name, one] : host.metrics) spans[host.host].add(one);
+  }
+  const auto& sensors = node_sensors();
+  for (const auto& one : series) {
+    std::string_view name = one.name;
+    if (one.points.time_ns.empty() || !name.starts_with(prefix)) continue;
+    name.remove_prefix(prefix.size());
+    const auto host_end = name.find('.');
+    if (host_end == std::string_view::npos) continue;
+    auto host = hosts.find(name.substr(0, host_end));
+    const std::string_view metric = name.substr(host_end + 1);  // "<Sensor>[.<key>]"
+    const std::string_view sensor = metric.substr(0, metric.find('.'));
+    if (host == hosts.end() || std::find(sensors.begin(), sensors.end(), sensor) == sensors.end()) continue;
+    const Span& span = spans[host->first];
+    if (span.empty()) continue;
+    // From the last point at or before the job's first sample to the first at or after its last.
+    const auto& times = one.points.time_ns.vector();
+    auto from = std::upper_bound(times.begin(), times.end(), span.first);
+    if (from != times.begin()) --from;
+    auto to = std::lower_bound(times.begin(), times.end(), span.last);
+    if (to != times.end()) ++to;
+    if (from >= to) continue;
+    Series cut;
+    cut.time_ns = Times::Vector(from, to);
+    cut.values.assign(one.points.values.begin() + (from - times.begin()),
+                      one.points.values.begin() + (to - times.begin()));
+    const std::string key = sensor.size() == metric.size() ? "" : std::string(metric.substr(sensor.size() + 1));
+    host->second->node_metrics[fmt::format("{}.{}", sensor, key)] = std::move(cut);
+  }
+}
+
 // --- the source ---------------------------------------------------------------------------------
 
 GraphiteSource::GraphiteSource(GraphiteSettings settings)
@@ -256,17 +292,52 @@ std::vector<GraphiteNode> GraphiteSource::find(const std::string& query) {
 // own start gets the finest archive that still holds it (and a whisper point's time is the start
 // of its interval: nothing of the job is before it).
 std::vector<GraphiteSeries> GraphiteSource::render(const std::vector<std::string>& targets) {
-  auto ask = [&](const std::string& from) {
-    std::vector<std::pair<std::string, std::string>> query;
-    for (const auto& target : targets) query.emplace_back("target", target);
-    query.insert(query.end(), {{"format", "json"}, {"from", from}, {"until", settings_.until}, {"noNullPoints", "1"}});
-    return parse_graphite_render(get("/render", query), shown_ + "/render");
-  };
-  auto series = ask(settings_.from);
+  auto series = render_between(targets, settings_.from, settings_.until);
   Span span;
   for (const auto& one : series) span.add(one.points);
   if (span.empty()) return series;
-  return ask(std::to_string(span.first / 1'000'000'000 - 1));  // Graphite's `from` is exclusive
+  // Graphite's `from` is exclusive.
+  return render_between(targets, std::to_string(span.first / 1'000'000'000 - 1), settings_.until);
+}
+
+std::vector<GraphiteSeries> GraphiteSource::render_between(const std::vector<std::string>& targets,
+                                                           const std::string& from, const std::string& until) {
+  std::vector<std::pair<std::string, std::string>> query;
+  for (const auto& target : targets) query.emplace_back("target", target);
+  query.insert(query.end(), {{"format", "json"}, {"from", from}, {"until", until}, {"noNullPoints", "1"}});
+  return parse_graphite_render(get("/render", query), shown_ + "/render");
+}
+
+std::vector<std::string> GraphiteSource::series_targets(std::string level, int first_depth) {
+  std::vector<std::string> targets;
+  for (int depth = 0; depth < kMaxDepth; ++depth, level += ".*") {
+    bool branches = false, leaves = false;
+    for (const auto& node : find(level)) (node.leaf ? leaves : branches) = true;
+    if (leaves && depth >= first_depth) targets.push_back(level);
+    if (!branches) break;
+  }
+  return targets;
+}
+
+void GraphiteSource::add_node_series(JobData& data) {
+  Span span;
+  for (const auto& host : data.hosts)
+    for (const auto& [name, series] : host.metrics) span.add(series);
+  if (span.empty()) return;
+  std::string sensors;
+  for (const auto& sensor : node_sensors()) sensors += (sensors.empty() ? "" : ",") + sensor;
+  const std::string from = std::to_string(span.first / 1'000'000'000 - kNodeSlackS - 1);  // exclusive
+  const std::string until = std::to_string(span.last / 1'000'000'000 + kNodeSlackS + 1);
+  // A few hosts a request, so that a large job's URLs stay short.
+  constexpr std::size_t kHostsPerRequest = 32;
+  for (std::size_t first = 0; first < data.hosts.size(); first += kHostsPerRequest) {
+    std::string hosts;
+    for (std::size_t h = first; h < std::min(data.hosts.size(), first + kHostsPerRequest); ++h)
+      hosts += (hosts.empty() ? "" : ",") + data.hosts[h].host;
+    // [prefix.]{hosts}.{sensors}: depth 0 is the sensor (a leaf for a sensor without keys).
+    const auto targets = series_targets(prefix_ + "{" + hosts + "}.{" + sensors + "}", 0);
+    if (!targets.empty()) add_graphite_node_series(data, render_between(targets, from, until), prefix_);
+  }
 }
 
 std::vector<JobSummary> GraphiteSource::jobs() {
@@ -309,17 +380,12 @@ std::optional<JobData> GraphiteSource::job(std::uint64_t id) {
   if (id == 0) return std::nullopt;
   const std::string base = fmt::format("{}jobs.{}", prefix_, id);
   // Walks the tree a level at a time (host, sensor, then the key's components): the depths that
-  // hold series, one render target each.
-  std::vector<std::string> targets;
-  std::string level = base + ".*";  // the hosts
-  for (int depth = 1; depth <= kMaxDepth; ++depth, level += ".*") {
-    bool branches = false, leaves = false;
-    for (const auto& node : find(level)) (node.leaf ? leaves : branches) = true;
-    if (leaves && depth >= 2) targets.push_back(level);
-    if (!branches) break;
-  }
+  // hold series, one render target each (depth 0: the hosts, 1: the sensors).
+  const auto targets = series_targets(base + ".*", 1);
   if (targets.empty()) return std::nullopt;
-  return graphite_job_data(id, render(targets), base + ".");
+  auto data = graphite_job_data(id, render(targets), base + ".");
+  if (data) add_node_series(*data);
+  return data;
 }
 
 }  // namespace fructosa::report

@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "hdf5_index.h"
+#include "hdf5_job_rows.h"
 #include "hdf5_tables.h"
 
 namespace fructosa::report {
@@ -127,19 +129,23 @@ auto read_lmaster_file(const fs::path& path, std::chrono::milliseconds retry, Re
 
 // --- what is gathered ---------------------------------------------------------------------------
 
+// A job on one host, as the complete indexes of the files that hold it say.
+struct HostTally {
+  Span span;
+  std::set<std::string> sensors;
+  std::map<std::string, MetricSummary> metrics;  // "<Sensor>.<key>"
+  std::map<std::string, Latest> labels;          // "<Sensor>.<label>"
+};
+
 struct JobTally {
   std::set<std::string> hosts;
   std::int64_t first = std::numeric_limits<std::int64_t>::max();
   std::int64_t last = std::numeric_limits<std::int64_t>::min();
-  std::optional<std::pair<std::int64_t, std::string>> user;  // (time, value) of the latest
+  Latest user;  // (time, value) of the latest
+  // Whether every file that holds the job has a complete index: per_host is then its summary.
+  bool summarized = true;
+  std::map<std::string, HostTally> per_host;
 };
-
-// A label's latest non-empty value: later rows win (time, then order read).
-void keep_latest(std::optional<std::pair<std::int64_t, std::string>>& latest, std::int64_t time,
-                 std::string_view value) {
-  if (value.empty() || (latest && time < latest->first)) return;
-  latest.emplace(time, std::string(value));
-}
 
 using JobTallies = std::map<std::uint64_t, JobTally>;
 
@@ -149,16 +155,51 @@ bool may_hold_jobs(hid_t object) {
   return !jobs || (!jobs->empty() && jobs->back() != 0);
 }
 
-// Whether an object's `jobs` attribute names `id`; true without one.
-bool may_hold_job(hid_t object, std::uint64_t id) {
-  const auto jobs = jobs_attribute(object);
-  return !jobs || std::binary_search(jobs->begin(), jobs->end(), id);
+// A file's jobs from its complete index, with their per-host summaries.
+JobTallies tally_index(const JobIndex& index) {
+  JobTallies tallies;
+  for (std::size_t row = 0; row < index.job.size(); ++row) {
+    if (index.job[row] == 0) continue;
+    JobTally& tally = tallies[index.job[row]];
+    const std::string& host = index.host[row];
+    tally.hosts.insert(host);
+    tally.first = std::min(tally.first, index.first[row]);
+    tally.last = std::max(tally.last, index.last[row]);
+    auto [at, added] = tally.per_host.try_emplace(host);
+    HostTally& into = at->second;
+    into.span = added ? Span{index.first[row], index.last[row]}
+                      : Span{std::min(into.span.first, index.first[row]), std::max(into.span.last, index.last[row])};
+    for (const auto& sensor : index.sensors) {
+      if (sensor.rows[row] == 0) continue;
+      into.sensors.insert(sensor.name);
+      const std::int64_t first = sensor.first[row], last = sensor.last[row];
+      for (const auto& metric : sensor.metrics) {
+        if (metric.count[row] == 0) continue;
+        MetricSummary summary;
+        // The index keeps a sensor's first and last row, not each key's: they stand for both.
+        summary.first_ns = first;
+        summary.last_ns = last;
+        summary.count = metric.count[row];
+        summary.max = metric.max[row];
+        summary.sum = metric.sum[row];
+        summary.last = metric.last[row];
+        summary.growth = metric.growth[row];
+        merge_summary(into.metrics[sensor.name + "." + metric.key], summary);
+      }
+      for (const auto& label : sensor.labels) {
+        keep_latest(into.labels[sensor.name + "." + label.key], last, label.last[row]);
+        if (sensor.name == kJobCgroup && label.key == kUserLabel) keep_latest(tally.user, last, label.last[row]);
+      }
+    }
+  }
+  return tallies;
 }
 
-JobTallies tally_file(const OpenFile& file, bool closed) {
+// A file's jobs from its tables (no complete index): no per-host summaries.
+JobTallies tally_tables(const OpenFile& file, bool closed) {
   JobTallies tallies;
   if (closed && !may_hold_jobs(file.file.get())) return tallies;
-  const KeepGroup keep = closed ? KeepGroup(may_hold_jobs) : KeepGroup();
+  const KeepGroup keep = closed ? KeepGroup([](hid_t group, bool) { return may_hold_jobs(group); }) : KeepGroup();
   for (const Table& table : tables_of(file, keep)) {
     RowKeys keys(file, table);
     std::optional<TextColumn> user;
@@ -178,7 +219,10 @@ JobTallies tally_file(const OpenFile& file, bool closed) {
               [&](hsize_t row, std::int64_t time, std::uint64_t job, std::uint32_t host) {
                 if (!current || job != last_job) {
                   current = &table_jobs[job];
-                  if (!current->tally) current->tally = &tallies[job];
+                  if (!current->tally) {
+                    current->tally = &tallies[job];
+                    current->tally->summarized = false;
+                  }
                   last_job = job;
                 }
                 if (host >= current->hosts.size()) current->hosts.resize(host + 1, 0);
@@ -203,162 +247,33 @@ JobTallies tally_file(const OpenFile& file, bool closed) {
   return tallies;
 }
 
-using Latest = std::optional<std::pair<std::int64_t, std::string>>;
-
-// One sensor's rows of the job on one host in one table of one file: the times, each column of
-// the table (NaN where a row has no value) and each label's latest non-empty value.
-struct Piece {
-  std::vector<std::int64_t> time;
-  std::map<std::string, std::vector<double>> columns;
-  std::map<std::string, Latest> labels;
-};
-
-// host -> sensor -> pieces, in the order read (files oldest first). Kept apart until the whole
-// job is read, so that every series is made once at its size (no vector grown by appending).
-using JobRows = std::map<std::string, std::map<std::string, std::vector<Piece>>>;
-
-JobRows job_rows_of_file(const OpenFile& file, std::uint64_t id, bool closed) {
-  JobRows result;
-  auto may_hold = [id](hid_t object) { return may_hold_job(object, id); };
-  if (closed && !may_hold(file.file.get())) return result;
-  const KeepGroup keep = closed ? KeepGroup(may_hold) : KeepGroup();
-  for (const Table& table : tables_of(file, keep)) {
-    RowKeys keys(file, table);
-    std::vector<hsize_t> rows;
-    std::vector<std::int64_t> times;
-    std::vector<std::uint32_t> hosts;
-    keys.each([id](std::uint64_t job) { return job == id; },
-              [&](hsize_t row, std::int64_t time, std::uint64_t, std::uint32_t host) {
-                rows.push_back(row);
-                times.push_back(time);
-                hosts.push_back(host);
-              });
-    if (rows.empty()) continue;
-    // The rows of each host (index into rows), and its piece.
-    std::map<std::uint32_t, std::vector<std::size_t>> by_host;
-    for (std::size_t i = 0; i < rows.size(); ++i) by_host[hosts[i]].push_back(i);
-    std::map<std::uint32_t, Piece> pieces;
-    for (const auto& [host, indexes] : by_host) {
-      Piece& piece = pieces[host];
-      piece.time.reserve(indexes.size());
-      for (std::size_t i : indexes) piece.time.push_back(times[i]);
-    }
-    for (const auto& link : hard_links(file, table.group.get(), table.where)) {
-      if (link == "time" || link == "job" || link == "host") continue;
-      const std::string where = table.where + "/" + link;
-      Handle dataset = open_object(file, table.group.get(), link, H5I_DATASET, where);
-      if (!dataset) continue;  // the labels group
-      const std::string key = text_attribute(dataset.get(), "key").value_or(hdf5_unescape(link));
-      dataset.reset();
-      const NumberColumn column = open_numbers(file, table.group.get(), link, where);
-      const std::vector<double> values = pick_numbers(file, column, rows);
-      for (const auto& [host, indexes] : by_host) {
-        std::vector<double> mine;
-        mine.reserve(indexes.size());
-        for (std::size_t i : indexes) mine.push_back(values[i]);
-        pieces[host].columns[key] = std::move(mine);
-      }
-    }
-    Handle labels =
-        open_object(file, table.group.get(), "labels", H5I_GROUP, table.where + "/labels");
-    if (labels) {
-      for (const auto& link : hard_links(file, labels.get(), table.where + "/labels")) {
-        const std::string where = table.where + "/labels/" + link;
-        Handle dataset = open_object(file, labels.get(), link, H5I_DATASET, where);
-        if (!dataset) continue;
-        const std::string key = text_attribute(dataset.get(), "key").value_or(hdf5_unescape(link));
-        dataset.reset();
-        const TextColumn column = open_text(file, labels.get(), link, where);
-        const std::vector<std::string> values = pick_texts(file, column, rows);
-        for (const auto& [host, indexes] : by_host) {
-          auto& latest = pieces[host].labels[key];
-          for (std::size_t i : indexes) keep_latest(latest, times[i], values[i]);
-        }
-      }
-    }
-    for (auto& [host, piece] : pieces)
-      result[keys.hosts()[host]][table.sensor].push_back(std::move(piece));
-  }
-  return result;
+JobTallies tally_file(const OpenFile& file, bool closed) {
+  if (closed)
+    if (auto index = read_job_index(file, true)) return tally_index(*index);
+  return tally_tables(file, closed);
 }
 
-// A host's series and labels from its pieces (freed as they are used: the pieces and the series
-// made of them are not held twice).
-HostData host_data(const std::string& host, std::map<std::string, std::vector<Piece>>& sensors) {
-  HostData data;
-  data.host = host;
-  for (auto& [sensor, pieces] : sensors) {
-    data.sensors.push_back(sensor);
-    std::vector<std::size_t> piece_rows;
-    for (const Piece& piece : pieces) piece_rows.push_back(piece.time.size());
-    const std::size_t rows = std::accumulate(piece_rows.begin(), piece_rows.end(), std::size_t{0});
-    std::vector<std::int64_t> times;
-    times.reserve(rows);
-    for (Piece& piece : pieces) {
-      times.insert(times.end(), piece.time.begin(), piece.time.end());
-      std::vector<std::int64_t>().swap(piece.time);
-    }
-    // Time order (rows are stored in the order lmaster received them).
-    std::vector<std::size_t> order;
-    const bool sorted = std::is_sorted(times.begin(), times.end());
-    if (!sorted) {
-      order.resize(rows);
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(),
-                       [&](std::size_t a, std::size_t b) { return times[a] < times[b]; });
-      std::vector<std::int64_t> in_order;
-      in_order.reserve(rows);
-      for (std::size_t i : order) in_order.push_back(times[i]);
-      times.swap(in_order);
-    }
-    // Every key of any piece: NaN in the rows of pieces without it.
-    std::set<std::string> keys;
-    for (const Piece& piece : pieces)
-      for (const auto& [key, values] : piece.columns) keys.insert(key);
-    std::vector<std::pair<std::string, std::vector<double>>> kept;
-    for (const auto& key : keys) {
-      std::vector<double> values;
-      if (pieces.size() == 1) {
-        values = std::move(pieces.front().columns.at(key));
-      } else {
-        values.reserve(rows);
-        for (std::size_t p = 0; p < pieces.size(); ++p) {
-          auto found = pieces[p].columns.find(key);
-          if (found == pieces[p].columns.end()) {
-            values.insert(values.end(), piece_rows[p], kNaN);
-          } else {
-            values.insert(values.end(), found->second.begin(), found->second.end());
-            pieces[p].columns.erase(found);
-          }
-        }
-      }
-      if (std::all_of(values.begin(), values.end(), [](double v) { return std::isnan(v); }))
-        continue;
-      if (!sorted) {
-        std::vector<double> in_order;
-        in_order.reserve(rows);
-        for (std::size_t i : order) in_order.push_back(values[i]);
-        values.swap(in_order);
-      }
-      kept.emplace_back(sensor + "." + key, std::move(values));
-    }
-    // Every series of the sensor has these times: a copy each (Series owns its times), the last
-    // takes them.
-    for (std::size_t i = 0; i < kept.size(); ++i) {
-      Series series;
-      series.time_ns = i + 1 == kept.size() ? std::move(times) : times;
-      series.values = std::move(kept[i].second);
-      data.metrics.emplace(std::move(kept[i].first), std::move(series));
-    }
-    std::map<std::string, Latest> labels;
-    for (const Piece& piece : pieces)
-      for (const auto& [key, latest] : piece.labels)
-        if (latest) keep_latest(labels[key], latest->first, latest->second);
-    for (const auto& [key, latest] : labels)
-      if (latest) data.labels.emplace(sensor + "." + key, latest->second);
-    pieces.clear();
+// Folds a later file's tally of a job into what the earlier files said.
+void merge_tally(JobTally& into, JobTally& later) {
+  into.hosts.merge(later.hosts);
+  into.first = std::min(into.first, later.first);
+  into.last = std::max(into.last, later.last);
+  if (later.user) keep_latest(into.user, later.user->first, later.user->second);
+  into.summarized = into.summarized && later.summarized;
+  if (!into.summarized) {
+    into.per_host.clear();
+    return;
   }
-  return data;
+  for (auto& [host, tally] : later.per_host) {
+    auto [at, added] = into.per_host.try_emplace(host, std::move(tally));
+    if (added) continue;
+    HostTally& host_into = at->second;
+    host_into.span = {std::min(host_into.span.first, tally.span.first), std::max(host_into.span.last, tally.span.last)};
+    host_into.sensors.merge(tally.sensors);
+    for (const auto& [name, summary] : tally.metrics) merge_summary(host_into.metrics[name], summary);
+    for (const auto& [name, latest] : tally.labels)
+      if (latest) keep_latest(host_into.labels[name], latest->first, latest->second);
+  }
 }
 
 // `text` as a regular expression that matches it literally.
@@ -457,11 +372,8 @@ std::vector<JobSummary> Hdf5Source::jobs() {
   for (const auto& path : files_) {
     JobTallies tallies = read_lmaster_file(path, open_retry_, tally_file);
     for (auto& [id, tally] : tallies) {
-      JobTally& into = all[id];
-      into.hosts.merge(tally.hosts);
-      into.first = std::min(into.first, tally.first);
-      into.last = std::max(into.last, tally.last);
-      if (tally.user) keep_latest(into.user, tally.user->first, tally.user->second);
+      auto [at, added] = all.try_emplace(id, std::move(tally));
+      if (!added) merge_tally(at->second, tally);
     }
   }
   std::vector<JobSummary> summaries;
@@ -472,6 +384,18 @@ std::vector<JobSummary> Hdf5Source::jobs() {
     summary.hosts.assign(tally.hosts.begin(), tally.hosts.end());
     summary.first_ns = tally.first;
     summary.last_ns = tally.last;
+    if (tally.summarized)
+      for (auto& [host, host_tally] : tally.per_host) {
+        JobSummary::Host into;
+        into.host = host;
+        into.first_ns = host_tally.span.first;
+        into.last_ns = host_tally.span.last;
+        into.metrics = std::move(host_tally.metrics);
+        for (const auto& [name, latest] : host_tally.labels)
+          if (latest) into.labels.emplace(name, latest->second);
+        into.sensors.assign(host_tally.sensors.begin(), host_tally.sensors.end());
+        summary.per_host.push_back(std::move(into));
+      }
     summaries.push_back(std::move(summary));
   }
   return summaries;
@@ -480,21 +404,76 @@ std::vector<JobSummary> Hdf5Source::jobs() {
 std::optional<JobData> Hdf5Source::job(std::uint64_t id) {
   quiet_hdf5();
   if (id == 0) return std::nullopt;
-  JobRows all;
-  for (const auto& path : files_) {
-    JobRows rows = read_lmaster_file(path, open_retry_, [id](const OpenFile& file, bool closed) {
-      return job_rows_of_file(file, id, closed);
+  const std::size_t count = files_.size();
+  // What each file's complete index says of the job (nullopt: the file has none).
+  std::vector<std::optional<IndexedJob>> indexed(count);
+  for (std::size_t i = 0; i < count; ++i)
+    indexed[i] = read_lmaster_file(files_[i], open_retry_, [id](const OpenFile& file, bool closed) {
+      std::optional<IndexedJob> job;
+      if (closed)
+        if (auto index = read_job_index(file, false)) job = indexed_job(*index, id);
+      return job;
     });
-    for (auto& [host, sensors] : rows)
-      for (auto& [sensor, pieces] : sensors) {
-        auto& into = all[host][sensor];
-        for (Piece& piece : pieces) into.push_back(std::move(piece));
-      }
+  // Everything is read into `rows`; a file's read that fails half-way (or is done again: a file
+  // being written) first takes back what it had added.
+  JobRows rows;
+  // The rows the indexes count, so that each series is allocated once; a node sensor that also
+  // samples the job (JobCgroup, JobProc) has about as many node rows.
+  const auto& node_names = node_sensors();
+  for (const auto& file : indexed)
+    if (file)
+      for (const auto& [host, job] : file->hosts)
+        for (const auto& [sensor, seen] : job.sensors) {
+          rows.job[host][sensor].expect(seen.rows);
+          if (std::find(node_names.begin(), node_names.end(), sensor) != node_names.end())
+            rows.node[host][sensor].expect(seen.rows);
+        }
+  auto read = [&](std::size_t i, const FileRequest& request) {
+    const JobRows::Mark mark = rows.mark();
+    read_lmaster_file(files_[i], open_retry_, [&](const OpenFile& file, bool closed) {
+      rows.back_to(mark);
+      read_job_file(file, closed, request, rows);
+      return 0;
+    });
+  };
+  // The job's rows of the files without an index, by scanning them; its span on each host, and
+  // the files that hold it.
+  std::map<std::string, Span> spans;
+  std::optional<std::size_t> first_file, last_file;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::map<std::string, Span> seen;
+    if (indexed[i]) {
+      for (const auto& [host, job] : indexed[i]->hosts) seen[host] = job.span;
+    } else {
+      JobRows::Mark before = rows.mark();
+      read(i, FileRequest{id, true, nullptr, {}});
+      if (rows.mark() != before) seen = spans_of(rows.job);
+    }
+    if (seen.empty()) continue;
+    if (!first_file) first_file = i;
+    last_file = i;
+    for (const auto& [host, span] : seen) {
+      auto [at, added] = spans.try_emplace(host, span);
+      if (!added) at->second = {std::min(at->second.first, span.first), std::max(at->second.last, span.last)};
+    }
   }
-  if (all.empty()) return std::nullopt;
+  if (spans.empty()) return std::nullopt;
+  // The indexed files' job rows, and the node rows around the job's span: in the files that
+  // hold the job and the one on either side (a node row just before its first sample may be in
+  // the file before).
+  const std::size_t from = *first_file > 0 ? *first_file - 1 : 0;
+  const std::size_t to = std::min(*last_file + 1, count - 1);
+  for (std::size_t i = from; i <= to; ++i)
+    read(i, FileRequest{id, indexed[i].has_value(), indexed[i] ? &*indexed[i] : nullptr, spans});
   JobData data;
   data.id = id;
-  for (auto& [host, sensors] : all) data.hosts.push_back(host_data(host, sensors));
+  for (auto& [host, sensors] : rows.job) {
+    auto node = rows.node.find(host);
+    auto span = spans.find(host);
+    if (span == spans.end()) continue;  // (rows of a host the index does not name: none)
+    data.hosts.push_back(host_data(host, sensors, node == rows.node.end() ? nullptr : &node->second, span->second));
+  }
+  if (data.hosts.empty()) return std::nullopt;
   return data;
 }
 

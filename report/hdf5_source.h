@@ -6,12 +6,18 @@
 // lmaster writes it.
 //
 // Reading: every call (jobs(), job()) opens the files again, reads and closes them, so the file
-// being written shows the rows flushed by then. Each table is read as lmaster writes it:
-// len(time) rows of every dataset (another dataset may be a flush ahead of `time`); rows whose
-// time is 0 (grown but never written by a writer that was killed) are left out. Real names come
-// from the attributes (sensor of a table, host of a per_host table, key of a dataset), never from
-// the escaped link names. jobs() reads only the time, job and host columns (and JobCgroup's
-// label `user`); job() reads the other columns only over the rows of the job.
+// being written shows the rows flushed by then. A file whose job index is complete (/.jobs,
+// docs/hdf5.md; every file lmaster closed) is read through it: jobs() reads only the index (with
+// per-host summaries), job() only the tables and hosts it names for the job, and there only the
+// rows around the job's times. Other files (being written, left by a crash, of an lmaster before
+// the index) are scanned: jobs() reads the time, job and host columns (and JobCgroup's label
+// `user`) of the tables whose `jobs` attributes may hold jobs, and leaves per_host empty for the
+// jobs it sees there; job() reads the other columns only over the rows of the job. Each table is
+// read as lmaster writes it: len(time) rows of every dataset (another dataset may be a flush
+// ahead of `time`); rows whose time is 0 (grown but never written by a writer that was killed)
+// are left out. Real names come from the attributes (sensor of a table, host of a per_host table,
+// key of a dataset), never from the escaped link names. The chunks of closed files are decoded
+// here, on two threads (hdf5_chunks.h).
 #pragma once
 
 #include <chrono>
@@ -36,12 +42,17 @@ class Hdf5Source final : public JobSource {
   explicit Hdf5Source(std::filesystem::path where,
                       std::chrono::milliseconds open_retry = std::chrono::seconds(10));
 
-  // Reads the time, job and host columns of every table (and JobCgroup's labels/user).
+  // From the job indexes of the files that have a complete one (per_host: their summaries,
+  // merged over the files), and by scanning the others (per_host empty for a job seen there).
   std::vector<JobSummary> jobs() override;
   // Job 0 (the nodes themselves) is not a job: nullopt. Metrics whose every value in the job's
   // rows is NaN (a column of other rows of a per_sensor table) are left out; a column missing
   // from some files (or rows) of a metric that has values reads NaN there: every metric of a
-  // sensor on a host has the same times (the sensor's rows), ascending.
+  // sensor on a host has the same times (the sensor's rows, ascending; one Times). node_metrics:
+  // the node rows (job 0) of node_sensors() on each host, from the last at or before the job's
+  // first sample there to the first at or after its last, looked for in the files that hold the
+  // job and the one on either side; node_labels: their labels' latest values at or before the
+  // job's last sample.
   std::optional<JobData> job(std::uint64_t id) override;
   // "data/fructosa-*.h5 (3 files)", "data/*.h5 (2 files)", or the file's name.
   std::string describe() const override;

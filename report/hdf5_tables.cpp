@@ -58,11 +58,14 @@ OpenFile open_file(const fs::path& path, std::chrono::milliseconds retry) {
   const auto deadline = Clock::now() + retry;
   int failures_while_closed = 0;
   for (;;) {
+    // Closed before it is opened: a writer that opens it again (lmaster never does) would not
+    // move the chunks already written.
+    const bool closed = !file_being_written(path);
     hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get());
-    if (id >= 0) return OpenFile{path, Handle(id, H5Fclose), true};
+    if (id >= 0) return OpenFile{path, Handle(id, H5Fclose), true, closed};
     const std::string swmr_error = hdf5_error();
     id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get());
-    if (id >= 0) return OpenFile{path, Handle(id, H5Fclose), false};
+    if (id >= 0) return OpenFile{path, Handle(id, H5Fclose), false, closed};
     const std::string plain_error = hdf5_error();
     // Not being written: tried twice, as lmaster closes the file for a moment (the flags then
     // read 0) before it reopens it without SWMR.
@@ -197,6 +200,82 @@ void read_rows(const OpenFile& file, hid_t dataset, hid_t memory_type, hsize_t s
     fail_hdf5(file.path, "cannot read " + where);
 }
 
+void Column::read_block(const OpenFile& file, hid_t memory_type, std::size_t element_size,
+                        hsize_t start, hsize_t count, void* data) const {
+  if (count == 0) return;
+  if (direct && direct->reads_as(memory_type)) {
+    const hsize_t size = direct->chunk_rows();
+    std::vector<hsize_t> chunks;
+    for (hsize_t chunk = start / size; chunk * size < start + count; ++chunk) chunks.push_back(chunk);
+    auto* out = static_cast<unsigned char*>(data);
+    try {
+      if (direct->read(dataset.get(), chunks, [&](std::size_t k, const unsigned char* bytes) {
+            const hsize_t base = chunks[k] * size;
+            const hsize_t from = std::max(start, base), to = std::min(start + count, base + size);
+            std::memcpy(out + (from - start) * element_size, bytes + (from - base) * element_size,
+                        (to - from) * element_size);
+          }))
+        return;
+    } catch (const SourceError&) {
+      throw;
+    } catch (const std::runtime_error& error) {
+      fail(file.path, "cannot read " + where + ": " + error.what());
+    }
+  }
+  read_rows(file, dataset.get(), memory_type, start, count, data, where);
+}
+
+void Column::each_piece(
+    const OpenFile& file, hid_t memory_type, std::size_t element_size,
+    const std::vector<hsize_t>& rows,
+    const std::function<void(std::size_t, std::size_t, hsize_t, const unsigned char*)>& use) const {
+  if (rows.empty()) return;
+  if (direct && direct->reads_as(memory_type)) {
+    const hsize_t size = direct->chunk_rows();
+    std::vector<hsize_t> chunks;
+    std::vector<std::size_t> firsts;  // the first of rows in each chunk; then rows.size()
+    hsize_t chunk_end = 0;  // (a division per row would cost more than the rest of the loop)
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (chunks.empty() || rows[i] >= chunk_end) {
+        chunks.push_back(rows[i] / size);
+        chunk_end = (chunks.back() + 1) * size;
+        firsts.push_back(i);
+      }
+    firsts.push_back(rows.size());
+    try {
+      if (direct->read(dataset.get(), chunks, [&](std::size_t k, const unsigned char* bytes) {
+            use(firsts[k], firsts[k + 1], chunks[k] * size, bytes);
+          }))
+        return;
+    } catch (const SourceError&) {
+      throw;
+    } catch (const std::runtime_error& error) {
+      fail(file.path, "cannot read " + where + ": " + error.what());
+    }
+  }
+  std::vector<unsigned char> block;
+  for (std::size_t i = 0; i < rows.size();) {
+    const hsize_t start = rows[i];
+    const hsize_t end = std::min(start + kBlockRows, rows.back() + 1);
+    block.resize((end - start) * element_size);
+    read_rows(file, dataset.get(), memory_type, start, end - start, block.data(), where);
+    std::size_t last = i;
+    while (last < rows.size() && rows[last] < end) ++last;
+    use(i, last, start, block.data());
+    i = last;
+  }
+}
+
+hsize_t Column::chunk_rows() const {
+  if (direct) return direct->chunk_rows();
+  Handle create(H5Dget_create_plist(dataset.get()), H5Pclose);
+  hsize_t chunk = 0;
+  if (create && H5Pget_layout(create.get()) == H5D_CHUNKED &&
+      H5Pget_chunk(create.get(), 1, &chunk) == 1 && chunk > 0)
+    return std::min(chunk, kBlockRows);
+  return kBlockRows;
+}
+
 NumberColumn open_numbers(const OpenFile& file, hid_t group, const std::string& link,
                           const std::string& where) {
   NumberColumn column;
@@ -207,6 +286,10 @@ NumberColumn open_numbers(const OpenFile& file, hid_t group, const std::string& 
   if (type != H5T_INTEGER && type != H5T_FLOAT)
     fail(file.path, "cannot read " + where + ": not a numeric dataset");
   column.rows = dataset_rows(file, column.dataset.get(), where);
+  // Read as double, int64 or uint64: those are what lmaster stores (float64; time, job).
+  if (file.closed)
+    for (hid_t type : {H5T_NATIVE_DOUBLE, H5T_NATIVE_INT64, H5T_NATIVE_UINT64})
+      if ((column.direct = ChunkDecoder::open(column.dataset.get(), type))) break;
   return column;
 }
 
@@ -233,37 +316,131 @@ TextColumn open_text(const OpenFile& file, hid_t group, const std::string& link,
     if (!column.memory_type) fail_hdf5(file.path, "cannot read " + where);
   }
   column.rows = dataset_rows(file, column.dataset.get(), where);
+  if (file.closed && !column.variable)
+    column.direct = ChunkDecoder::open(column.dataset.get(), column.memory_type.get());
   return column;
 }
 
 std::vector<double> pick_numbers(const OpenFile& file, const NumberColumn& column,
                                  const std::vector<hsize_t>& rows) {
   std::vector<double> values(rows.size(), kNaN);
-  std::vector<double> block;
-  for (std::size_t i = 0; i < rows.size() && rows[i] < column.rows;) {
-    const hsize_t start = rows[i];
-    const hsize_t end = std::min({start + kBlockRows, rows.back() + 1, column.rows});
-    block.resize(end - start);
-    read_rows(file, column.dataset.get(), H5T_NATIVE_DOUBLE, start, end - start, block.data(),
-              column.where);
-    for (; i < rows.size() && rows[i] < end; ++i) values[i] = block[rows[i] - start];
+  const std::size_t inside =
+      std::lower_bound(rows.begin(), rows.end(), column.rows) - rows.begin();
+  const std::vector<hsize_t> read(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(inside));
+  // The column's own type when it is read directly (a double, an int64 or a uint64). (Each
+  // H5T_NATIVE_* is a call into HDF5: looked up once, not per row.)
+  enum class Stored { real, int64, uint64 } stored = Stored::real;
+  hid_t type = H5T_NATIVE_DOUBLE;
+  if (column.direct) {
+    Handle file_type(H5Dget_type(column.dataset.get()), H5Tclose);
+    if (file_type && H5Tequal(file_type.get(), H5T_NATIVE_INT64) > 0) {
+      stored = Stored::int64;
+      type = H5T_NATIVE_INT64;
+    } else if (file_type && H5Tequal(file_type.get(), H5T_NATIVE_UINT64) > 0) {
+      stored = Stored::uint64;
+      type = H5T_NATIVE_UINT64;
+    }
   }
+  column.each_piece(file, type, sizeof(double), read,
+                    [&](std::size_t first, std::size_t last, hsize_t base, const unsigned char* bytes) {
+                      for (std::size_t i = first; i < last; ++i) {
+                        const unsigned char* at = bytes + (read[i] - base) * sizeof(double);
+                        if (stored == Stored::real) {
+                          std::memcpy(&values[i], at, sizeof(double));
+                        } else if (stored == Stored::int64) {
+                          std::int64_t value;
+                          std::memcpy(&value, at, sizeof value);
+                          values[i] = static_cast<double>(value);
+                        } else {
+                          std::uint64_t value;
+                          std::memcpy(&value, at, sizeof value);
+                          values[i] = static_cast<double>(value);
+                        }
+                      }
+                    });
   return values;
 }
 
 std::vector<std::string> pick_texts(const OpenFile& file, const TextColumn& column,
                                     const std::vector<hsize_t>& rows) {
   std::vector<std::string> values(rows.size());
-  for (std::size_t i = 0; i < rows.size() && rows[i] < column.rows;) {
-    const hsize_t start = rows[i];
-    const hsize_t end = std::min({start + kBlockRows, rows.back() + 1, column.rows});
-    std::size_t next = i;
-    column.read(file, start, end - start, [&](hsize_t row, std::string_view text) {
-      if (next < rows.size() && rows[next] == start + row) values[next++] = text;
-    });
-    i = next;
+  if (column.variable) {
+    for (std::size_t i = 0; i < rows.size() && rows[i] < column.rows;) {
+      const hsize_t start = rows[i];
+      const hsize_t end = std::min({start + kBlockRows, rows.back() + 1, column.rows});
+      std::size_t next = i;
+      column.read(file, start, end - start, [&](hsize_t row, std::string_view text) {
+        if (next < rows.size() && rows[next] == start + row) values[next++] = text;
+      });
+      i = next;
+    }
+    return values;
   }
+  const std::size_t inside =
+      std::lower_bound(rows.begin(), rows.end(), column.rows) - rows.begin();
+  const std::vector<hsize_t> read(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(inside));
+  column.each_piece(file, column.memory_type.get(), column.width, read,
+                    [&](std::size_t first, std::size_t last, hsize_t base, const unsigned char* bytes) {
+                      for (std::size_t i = first; i < last; ++i)
+                        values[i] = column.text(bytes + (read[i] - base) * column.width);
+                    });
   return values;
+}
+
+std::vector<std::optional<std::pair<std::size_t, std::string>>> latest_texts(
+    const OpenFile& file, const TextColumn& column, const std::vector<hsize_t>& rows,
+    const std::vector<std::uint32_t>& group, std::size_t groups) {
+  std::vector<std::optional<std::pair<std::size_t, std::string>>> latest(groups);
+  std::vector<char> has_rows(groups, 0);
+  for (std::uint32_t g : group) has_rows[g] = 1;
+  std::size_t missing = static_cast<std::size_t>(std::count(has_rows.begin(), has_rows.end(), 1));
+  // Backwards a chunk's rows at a time (the rows of one chunk read in one call).
+  const hsize_t step = column.variable ? kBlockRows : column.chunk_rows();
+  std::size_t end = std::lower_bound(rows.begin(), rows.end(), column.rows) - rows.begin();
+  std::vector<hsize_t> piece;
+  while (end > 0 && missing > 0) {
+    const hsize_t from = rows[end - 1] / step * step;
+    std::size_t begin = end;
+    while (begin > 0 && rows[begin - 1] >= from) --begin;
+    piece.assign(rows.begin() + static_cast<std::ptrdiff_t>(begin),
+                 rows.begin() + static_cast<std::ptrdiff_t>(end));
+    const std::vector<std::string> texts = pick_texts(file, column, piece);
+    for (std::size_t k = piece.size(); k-- > 0 && missing > 0;) {
+      auto& into = latest[group[begin + k]];
+      if (into || texts[k].empty()) continue;
+      into.emplace(begin + k, texts[k]);
+      --missing;
+    }
+    end = begin;
+  }
+  return latest;
+}
+
+hsize_t first_row_at(const OpenFile& file, const NumberColumn& time, hsize_t rows,
+                     std::int64_t at) {
+  const hsize_t step = time.chunk_rows();
+  hsize_t cached = ~hsize_t{0};
+  std::vector<std::int64_t> block;
+  auto time_at = [&](hsize_t row) {
+    const hsize_t start = row / step * step;
+    if (start != cached) {
+      const hsize_t count = std::min(step, rows - start);
+      block.resize(count);
+      time.read_block(file, H5T_NATIVE_INT64, sizeof(std::int64_t), start, count, block.data());
+      cached = start;
+    }
+    const std::int64_t value = block[row - start];
+    return value == 0 ? std::numeric_limits<std::int64_t>::max() : value;
+  };
+  hsize_t low = 0, high = std::min(rows, time.rows);
+  while (low < high) {
+    const hsize_t middle = low + (high - low) / 2;
+    if (time_at(middle) < at)
+      low = middle + 1;
+    else
+      high = middle;
+  }
+  return low;
 }
 
 // --- tables -------------------------------------------------------------------------------------
@@ -282,11 +459,13 @@ std::vector<Table> tables_of(const OpenFile& file, const KeepGroup& keep) {
   };
   const hid_t root = file.file.get();
   for (const auto& link : hard_links(file, root, "/")) {
+    if (link == kJobIndexLink) continue;  // the job index (hdf5_index.h), not a table
     const std::string where = "/" + link;
     Handle group = open_object(file, root, link, H5I_GROUP, where);
     if (!group) continue;
-    if (keep && !keep(group.get())) continue;  // a table or a host's group
-    if (has_link(group.get(), "time")) {  // a per_sensor table
+    const bool table = has_link(group.get(), "time");  // else a host's group (per_host)
+    if (keep && !keep(group.get(), table)) continue;
+    if (table) {  // a per_sensor table
       if (!has_link(group.get(), "host"))
         fail(file.path, where + " is a table at the root without a host column");
       add(std::move(group), link, where, "");
@@ -297,7 +476,7 @@ std::vector<Table> tables_of(const OpenFile& file, const KeepGroup& keep) {
     for (const auto& sensor_link : hard_links(file, group.get(), where)) {
       const std::string table_where = where + "/" + sensor_link;
       Handle table = open_object(file, group.get(), sensor_link, H5I_GROUP, table_where);
-      if (table && has_link(table.get(), "time") && (!keep || keep(table.get())))
+      if (table && has_link(table.get(), "time") && (!keep || keep(table.get(), true)))
         add(std::move(table), sensor_link, table_where, host);
     }
   }
@@ -316,11 +495,7 @@ RowKeys::RowKeys(const OpenFile& file, const Table& table)
     hosts_.push_back(table.host);
   }
   // Wanted rows a chunk apart or more are read apart (the chunks between are not decompressed).
-  Handle create(H5Dget_create_plist(time_.dataset.get()), H5Pclose);
-  hsize_t chunk = 0;
-  if (create && H5Pget_layout(create.get()) == H5D_CHUNKED &&
-      H5Pget_chunk(create.get(), 1, &chunk) == 1 && chunk > 0)
-    gap_ = std::min(chunk, kBlockRows);
+  gap_ = time_.chunk_rows();
 }
 
 std::optional<TextColumn> label_column(const OpenFile& file, const Table& table,

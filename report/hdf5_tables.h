@@ -1,10 +1,12 @@
 // The low-level half of Hdf5Source's reading (hdf5_source.cpp), on the HDF5 C API: opening a
 // file (the signature and superblock checks, SWMR or plain, retried while lmaster has it open
 // without SWMR), text and integer attributes, an object's hard links and the objects behind them,
-// 1-D numeric and text datasets read as columns (a block of rows at a time, or only the rows
-// picked), and an lmaster file's tables in either layout with the keys of each row (time, job,
-// host). Errors are SourceError naming the file. Internal to fructosa_report: what is gathered
-// from these tables, and which files are read, is hdf5_source.cpp's.
+// 1-D numeric and text datasets read as columns (a block of rows at a time, only the rows
+// picked, a label's latest values from the end, the row of a time by bisection; the chunks of a
+// closed file decoded here: hdf5_chunks.h), and an lmaster file's tables in either layout with
+// the keys of each row (time, job, host). Errors are SourceError naming the file. Internal to
+// fructosa_report: what is gathered from these tables, and which files are read, is
+// hdf5_source.cpp's and hdf5_job_rows.cpp's.
 #pragma once
 
 #include <hdf5.h>
@@ -20,9 +22,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "hdf5_basics.h"
+#include "hdf5_chunks.h"
 
 namespace fructosa::report::hdf5_read {
 
@@ -31,6 +35,8 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Metadata read attempts of a SWMR reader (open_file): HDF5's default is 100.
 inline constexpr unsigned kMetadataReadAttempts = 10;
 inline constexpr hsize_t kBlockRows = hsize_t{1} << 16;
+// The link of lmaster's job index at the root (hdf5_index.h): never a table.
+inline constexpr const char* kJobIndexLink = ".jobs";
 
 using Clock = std::chrono::steady_clock;
 
@@ -52,6 +58,9 @@ struct OpenFile {
   std::filesystem::path path;
   Handle file;
   bool swmr = false;
+  // No writer had it open when it was opened: its chunks are final and may be read directly
+  // (hdf5_chunks.h).
+  bool closed = false;
 };
 
 // Opens `path` read-only as a SWMR reader (a file being written), else as a plain reader (files
@@ -88,25 +97,48 @@ Handle open_object(const OpenFile& file, hid_t group, const std::string& link, H
 void read_rows(const OpenFile& file, hid_t dataset, hid_t memory_type, hsize_t start, hsize_t count,
                void* data, const std::string& where);
 
-// A numeric dataset (time, job, a metric column).
-struct NumberColumn {
+// What the columns below share: the dataset, its length, and how its chunks can be read
+// directly (closed files, hdf5_chunks.h).
+struct Column {
   Handle dataset;
   hsize_t rows = 0;
   std::string where;
+  std::optional<ChunkDecoder> direct;
+
+  // Rows [start, start + count) (within `rows`) as `memory_type`, `element_size` bytes each.
+  void read_block(const OpenFile& file, hid_t memory_type, std::size_t element_size, hsize_t start,
+                  hsize_t count, void* data) const;
+  // Reads the chunks (or, read with H5Dread, blocks of a chunk's rows) that hold `rows` (ascending,
+  // within `rows`) and calls use(first, last, base, bytes) for each: rows[first..last) lie in the
+  // rows read, which start at row `base`. Calls may come from several threads at once.
+  void each_piece(const OpenFile& file, hid_t memory_type, std::size_t element_size,
+                  const std::vector<hsize_t>& rows,
+                  const std::function<void(std::size_t, std::size_t, hsize_t, const unsigned char*)>&
+                      use) const;
+  // Rows per chunk (kBlockRows for a dataset that is not chunked).
+  hsize_t chunk_rows() const;
 };
+
+// A numeric dataset (time, job, a metric column).
+struct NumberColumn : Column {};
 
 NumberColumn open_numbers(const OpenFile& file, hid_t group, const std::string& link,
                           const std::string& where);
 
 // A text dataset (host, a label): fixed-length strings as lmaster writes them, or variable-length.
-struct TextColumn {
-  Handle dataset;
+struct TextColumn : Column {
   Handle memory_type;
   std::size_t width = 0;  // fixed-length: bytes per row
   bool variable = false;
   bool space_padded = false;
-  hsize_t rows = 0;
-  std::string where;
+
+  std::string_view text(const unsigned char* row) const {
+    const char* text = reinterpret_cast<const char*>(row);
+    std::string_view value(text, strnlen(text, width));
+    if (space_padded)
+      while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+    return value;
+  }
 
   // Rows [start, start + count), each as the string view `row(i, text)` gets (valid for the call).
   template <typename Row>
@@ -120,15 +152,9 @@ struct TextColumn {
       H5Dvlen_reclaim(memory_type.get(), space.get(), H5P_DEFAULT, texts.data());
       return;
     }
-    std::vector<char> raw(count * width);
-    read_rows(file, dataset.get(), memory_type.get(), start, count, raw.data(), where);
-    for (hsize_t i = 0; i < count; ++i) {
-      const char* text = raw.data() + i * width;
-      std::string_view value(text, strnlen(text, width));
-      if (space_padded)
-        while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
-      row(i, value);
-    }
+    std::vector<unsigned char> raw(count * width);
+    read_block(file, memory_type.get(), width, start, count, raw.data());
+    for (hsize_t i = 0; i < count; ++i) row(i, text(raw.data() + i * width));
   }
 };
 
@@ -143,6 +169,20 @@ std::vector<double> pick_numbers(const OpenFile& file, const NumberColumn& colum
 std::vector<std::string> pick_texts(const OpenFile& file, const TextColumn& column,
                                     const std::vector<hsize_t>& rows);
 
+// For each group of rows (group[k]: the group of rows[k], below `groups`), the last of its rows
+// (ascending) whose text is not empty: (its index in rows, the text); read from the end, a
+// chunk at a time, until every group that has rows has one (a label's latest value costs a
+// chunk or two, not the column).
+std::vector<std::optional<std::pair<std::size_t, std::string>>> latest_texts(
+    const OpenFile& file, const TextColumn& column, const std::vector<hsize_t>& rows,
+    const std::vector<std::uint32_t>& group, std::size_t groups);
+
+// The first row of [0, rows) whose time is at or after `time`, for a `time` column in ascending
+// order (lmaster's, in the order received: nearly; callers widen what they look for). A time of 0
+// (a row grown, never written) counts as after every time. Reads a chunk per step.
+hsize_t first_row_at(const OpenFile& file, const NumberColumn& time, hsize_t rows,
+                     std::int64_t at);
+
 // --- tables -------------------------------------------------------------------------------------
 
 struct Table {
@@ -154,9 +194,9 @@ struct Table {
 };
 
 // Every table of a file, either layout: /<sensor> with a host column, /<host>/<sensor> without;
-// only those `keep` accepts (called with each per_host host group, then with each table group,
-// before anything else of them is read), when given.
-using KeepGroup = std::function<bool(hid_t group)>;
+// only those `keep` accepts (called with each per_host host group, table false, then with each
+// table group, table true, before anything else of them is read), when given.
+using KeepGroup = std::function<bool(hid_t group, bool table)>;
 std::vector<Table> tables_of(const OpenFile& file, const KeepGroup& keep = {});
 
 // The columns that say whose each row is: time, job and (per_sensor) host. Rows: len(time) (fewer
@@ -170,19 +210,22 @@ class RowKeys {
   // The hosts rows name (host indexes below index this).
   const std::vector<std::string>& hosts() const { return hosts_; }
 
-  // Calls row(index, time, job, host index) for every row whose job `want(job)` accepts, in
-  // order; rows whose time is 0 (the fill value: grown, never written) are left out.
+  hsize_t rows() const { return rows_; }
+  const NumberColumn& time() const { return time_; }
+
+  // Calls row(index, time, job, host index) for every row of [begin, end) whose job `want(job)`
+  // accepts, in order; rows whose time is 0 (the fill value: grown, never written) are left out.
   template <typename Want, typename Row>
-  void each(Want want, Row row) {
+  void each(Want want, Row row, hsize_t begin = 0, hsize_t end = ~hsize_t{0}) {
     std::vector<std::uint64_t> jobs;
     std::vector<std::int64_t> times;
     std::vector<std::uint32_t> host_of;
     std::vector<std::uint32_t> wanted;  // offsets in the block
-    for (hsize_t start = 0; start < rows_; start += kBlockRows) {
-      const hsize_t count = std::min(kBlockRows, rows_ - start);
+    end = std::min(end, rows_);
+    for (hsize_t start = begin; start < end; start += kBlockRows) {
+      const hsize_t count = std::min(kBlockRows, end - start);
       jobs.resize(count);
-      read_rows(file_, job_.dataset.get(), H5T_NATIVE_UINT64, start, count, jobs.data(),
-                job_.where);
+      job_.read_block(file_, H5T_NATIVE_UINT64, sizeof(std::uint64_t), start, count, jobs.data());
       wanted.clear();
       for (hsize_t i = 0; i < count; ++i)
         if (want(jobs[i])) wanted.push_back(static_cast<std::uint32_t>(i));
@@ -193,8 +236,8 @@ class RowKeys {
         const hsize_t first = wanted[w];
         const hsize_t span = wanted[end - 1] - first + 1;
         times.resize(span);
-        read_rows(file_, time_.dataset.get(), H5T_NATIVE_INT64, start + first, span, times.data(),
-                  time_.where);
+        time_.read_block(file_, H5T_NATIVE_INT64, sizeof(std::int64_t), start + first, span,
+                         times.data());
         host_of.assign(span, 0);
         if (host_) {
           std::size_t next = w;  // the next wanted row of the span

@@ -1,103 +1,26 @@
 // fructosa-report's HDF5 source (report/hdf5_source.h) on files the real HDF5 output writes:
-// both layouts, a series read through its link, a directory, a file still being written (a SWMR
-// reader in a child process), NaN holes, escaped names, labels, and errors that name the file;
-// and on files made by hand for what the output only leaves after a crash (a dataset longer than
-// `time`, unwritten `time` rows) and for broken files.
+// both layouts, a series read through its link, a directory, NaN holes, escaped names, labels,
+// the `jobs` attributes of files without a job index; and on files made by hand for what the
+// output only leaves after a crash (a dataset longer than `time`, unwritten `time` rows) and for
+// broken files, with errors that name the file. Files being written: report_hdf5_swmr_test.cpp;
+// the job index and node series: report_hdf5_index_test.cpp.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
-#include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <limits>
-#include <optional>
+#include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "hdf5_source.h"
-#include "hdf5_test_support.h"
+#include "report_hdf5_test_support.h"
 
 namespace fructosa::report {
 namespace {
 
-namespace fs = std::filesystem;
-using master::Hdf5Output;
-using master::MetricInfoStore;
-using master::hdf5_test::Child;
-using master::hdf5_test::kSecond;
-using master::hdf5_test::kT0;
-using master::hdf5_test::options_for;
-using master::hdf5_test::TempDir;
-using master::hdf5_test::wait_for_file;
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr std::int64_t t0 = kT0, t1 = kT0 + kSecond, t2 = kT0 + 2 * kSecond, t3 = kT0 + 3 * kSecond;
-
-Sample sample(std::string host, std::string sensor, std::int64_t time, std::uint64_t job,
-              std::vector<MetricValue> metrics, std::vector<Label> labels = {}) {
-  return Sample{std::move(host),    std::move(sensor), time, job,
-                std::move(metrics), std::move(labels)};
-}
-
-void write(Hdf5Output& output, std::vector<Sample> samples) { output.write(samples); }
-
-const HostData& host_of(const JobData& job, const std::string& host) {
-  for (const auto& data : job.hosts)
-    if (data.host == host) return data;
-  throw std::runtime_error("no host " + host);
-}
-
-// NaN compares equal to NaN here.
-::testing::AssertionResult same_values(const std::vector<double>& actual,
-                                       const std::vector<double>& expected) {
-  bool same = actual.size() == expected.size();
-  for (std::size_t i = 0; same && i < actual.size(); ++i)
-    same = (std::isnan(actual[i]) && std::isnan(expected[i])) || actual[i] == expected[i];
-  if (same) return ::testing::AssertionSuccess();
-  auto text = [](const std::vector<double>& values) {
-    std::string out = "[";
-    for (double v : values) out += " " + std::to_string(v);
-    return out + " ]";
-  };
-  return ::testing::AssertionFailure()
-         << "values " << text(actual) << ", expected " << text(expected);
-}
-
-::testing::AssertionResult has_series(const HostData& host, const std::string& metric,
-                                      const std::vector<std::int64_t>& times,
-                                      const std::vector<double>& values) {
-  auto found = host.metrics.find(metric);
-  if (found == host.metrics.end()) {
-    std::string known;
-    for (const auto& [name, series] : host.metrics) known += " " + name;
-    return ::testing::AssertionFailure()
-           << host.host << " has no " << metric << " (has" << known << ")";
-  }
-  if (found->second.time_ns != times)
-    return ::testing::AssertionFailure() << host.host << " " << metric << ": other times";
-  auto same = same_values(found->second.values, values);
-  if (!same) return same << " (" << host.host << " " << metric << ")";
-  return ::testing::AssertionSuccess();
-}
-
-// Runs `make` and expects a SourceError whose message holds every piece of `pieces`.
-void expect_source_error(const std::function<void()>& make,
-                         const std::vector<std::string>& pieces) {
-  try {
-    make();
-    ADD_FAILURE() << "no SourceError";
-  } catch (const SourceError& error) {
-    const std::string message = error.what();
-    for (const auto& piece : pieces)
-      EXPECT_NE(message.find(piece), std::string::npos) << message << " lacks " << piece;
-  }
-}
+using namespace hdf5_source_test;
 
 // --- both layouts --------------------------------------------------------------------------------
 
@@ -265,29 +188,9 @@ TEST_P(ReportHdf5SourceLayout, ReadsTheWholeSeriesThroughTheLink) {
   EXPECT_TRUE(has_series(host_of(*early, "node1"), "S.a", {t0}, {1}));
 }
 
-// Sets the `jobs` attribute of `object` in the closed file `path` (H5S_NULL when empty, as the
-// output writes an empty one).
-void set_jobs_attribute(const std::string& path, const std::string& object,
-                        const std::vector<std::uint64_t>& jobs) {
-  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  ASSERT_GE(file, 0) << path;
-  hid_t target = H5Oopen(file, object.c_str(), H5P_DEFAULT);
-  ASSERT_GE(target, 0) << object;
-  if (H5Aexists(target, "jobs") > 0) H5Adelete(target, "jobs");
-  hsize_t count = jobs.size();
-  hid_t space = count > 0 ? H5Screate_simple(1, &count, nullptr) : H5Screate(H5S_NULL);
-  hid_t attribute = H5Acreate2(target, "jobs", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT);
-  const std::uint64_t none = 0;
-  H5Awrite(attribute, H5T_NATIVE_UINT64, jobs.empty() ? &none : jobs.data());
-  H5Aclose(attribute);
-  H5Sclose(space);
-  H5Oclose(target);
-  ASSERT_GE(H5Fclose(file), 0);
-}
-
-// Closed files: the `jobs` attributes of the file, its tables and (per_host) its hosts say which
-// jobs are below them, and what they leave out is not read. Here they lie (leave out jobs whose
-// rows are there), to show what is read.
+// Closed files without a job index (an lmaster before it): the `jobs` attributes of the file, its
+// tables and (per_host) its hosts say which jobs are below them, and what they leave out is not
+// read. Here they lie (leave out jobs whose rows are there), to show what is read.
 TEST_P(ReportHdf5SourceLayout, SkipsWhatTheJobsAttributesOfClosedFilesLeaveOut) {
   TempDir dir;
   MetricInfoStore infos;
@@ -312,6 +215,7 @@ TEST_P(ReportHdf5SourceLayout, SkipsWhatTheJobsAttributesOfClosedFilesLeaveOut) 
     EXPECT_EQ(first.jobs("/"), (std::vector<std::uint64_t>{7, 42}));
     EXPECT_EQ(first.jobs(per_host ? "/node1/T" : "/T"), (std::vector<std::uint64_t>{7}));
   }
+  for (const auto& file : series) remove_job_index(file);
   set_jobs_attribute(series[0], "/", {0, 7});                          // not 42
   set_jobs_attribute(series[1], per_host ? "/node1/T" : "/T", {0});   // no job at all
   if (per_host) set_jobs_attribute(series[1], "/node2", {0});         // no job on node2
@@ -442,249 +346,6 @@ TEST(ReportHdf5Source, OrdersFilesByTheirCreatedAttribute) {
   EXPECT_EQ(job->hosts[0].labels.at("JobCgroup.user"), "newer");
   EXPECT_TRUE(has_series(job->hosts[0], "JobCgroup.cpus", {t0, t0}, {1, 1}));
 }
-
-// --- a file being written
-// -------------------------------------------------------------------------
-
-std::string numbers(const Series& series) {
-  std::string text;
-  for (double v : series.values)
-    text +=
-        (text.empty() ? "" : ",") + (std::isnan(v) ? "nan" : std::to_string(static_cast<int>(v)));
-  return text;
-}
-
-// The reader's side of ReadsAFileWhileTheOutputWritesIt, in a process of its own (in one
-// process HDF5 would share the writer's open file instead of reading the disk).
-TEST(ReportHdf5SourceSwmrChild, Read) {
-  const char* path = std::getenv("FRUCTOSA_REPORT_SWMR_READER");
-  if (!path) GTEST_SKIP() << "runs as a child of ReadsAFileWhileTheOutputWritesIt";
-  try {
-    Hdf5Source source(path);  // the same source reads twice: each read opens the file again
-    auto report = [&] {
-      std::string text = "files=" + std::to_string(source.files().size()) + " jobs=";
-      for (const auto& job : source.jobs()) {
-        text += std::to_string(job.id) + ":";
-        for (const auto& host : job.hosts) text += host + ",";
-      }
-      if (auto job = source.job(42)) {
-        for (const auto& host : job->hosts)
-          for (const auto& [name, series] : host.metrics)
-            text += " " + host.host + "/" + name + "=" + numbers(series);
-      }
-      std::printf("REPORT %s\n", text.c_str());
-      std::fflush(stdout);
-    };
-    report();
-    if (!wait_for_file(std::string(path) + ".go")) return;
-    report();
-  } catch (const std::exception& error) {
-    std::printf("REPORT error %s\n", error.what());
-    std::fflush(stdout);
-  }
-}
-
-TEST(ReportHdf5Source, ReadsAFileWhileTheOutputWritesIt) {
-  TempDir dir;
-  MetricInfoStore infos;
-  Hdf5Output output(options_for(dir.file("metrics.h5"), {"layout=per_sensor", "chunk=16"}), infos);
-  for (int i = 0; i < 3; ++i) write(output, {sample("node1", "S", t0 + i, 42, {{"a", i * 10.0}})});
-  output.flush();
-  Child reader("ReportHdf5SourceSwmrChild.Read", {"FRUCTOSA_REPORT_SWMR_READER=" + output.path()});
-  EXPECT_EQ(reader.line("REPORT "), "files=1 jobs=42:node1, node1/S.a=0,10,20");
-  // More rows over several chunks, a new host and a new column (objects created outside SWMR).
-  for (int i = 3; i < 20; ++i)
-    write(output, {sample("node1", "S", t0 + i, 42, {{"a", i * 10.0}}),
-                   sample("node2", "S", t0 + i, 0, {{"a", 1.0}})});
-  write(output, {sample("node2", "S", t0 + 20, 42, {{"b", 7.0}})});
-  output.flush();
-  std::ofstream(output.path() + ".go") << "go\n";
-  std::string expected = "files=1 jobs=42:node1,node2, node1/S.a=";
-  for (int i = 0; i < 20; ++i) expected += (i ? "," : "") + std::to_string(i * 10);
-  expected += " node2/S.b=7";
-  EXPECT_EQ(reader.line("REPORT "), expected);
-  int status = reader.wait();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-}
-
-// The reader's side of ReadsTheJobsThatTheAttributesOfAFileBeingWrittenLack.
-TEST(ReportHdf5SourceSwmrChild, ReadLagging) {
-  const char* path = std::getenv("FRUCTOSA_REPORT_LAG_READER");
-  if (!path) GTEST_SKIP() << "runs as a child of ReadsTheJobsThatTheAttributesOfAFileBeingWrittenLack";
-  try {
-    std::string text = "attributes";
-    {
-      master::hdf5_test::Reader raw(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ);
-      for (const std::string object : {"/", "/S"}) {
-        text += " " + object + "=";
-        for (auto id : raw.jobs(object)) text += std::to_string(id) + ",";
-      }
-    }
-    Hdf5Source source(path);
-    text += " jobs=";
-    for (const auto& job : source.jobs()) text += std::to_string(job.id) + ",";
-    if (auto job = source.job(43))
-      for (const auto& host : job->hosts)
-        for (const auto& [name, series] : host.metrics)
-          text += " " + host.host + "/" + name + "=" + numbers(series);
-    std::printf("REPORT %s\n", text.c_str());
-  } catch (const std::exception& error) {
-    std::printf("REPORT error %s\n", error.what());
-  }
-  std::fflush(stdout);
-}
-
-// While the output writes a file its `jobs` attributes lag (written when it adds objects, or at
-// most once a minute): the `job` columns are read whatever they say.
-TEST(ReportHdf5Source, ReadsTheJobsThatTheAttributesOfAFileBeingWrittenLack) {
-  TempDir dir;
-  MetricInfoStore infos;
-  Hdf5Output output(options_for(dir.file("metrics.h5"), {"layout=per_sensor", "chunk=16"}), infos);
-  write(output, {sample("node1", "S", t0, 42, {{"a", 1}}), sample("node1", "S", t0, 0, {{"a", 2}})});
-  output.flush();
-  // A new table: the attributes are written (with the jobs of the rows flushed before).
-  write(output, {sample("node1", "T", t1, 42, {{"b", 1}})});
-  output.flush();
-  // Job 43 in the table S that exists: the attributes stay as they were.
-  write(output, {sample("node1", "S", t2, 43, {{"a", 3}}), sample("node1", "S", t3, 43, {{"a", 4}})});
-  output.flush();
-  Child reader("ReportHdf5SourceSwmrChild.ReadLagging",
-               {"FRUCTOSA_REPORT_LAG_READER=" + output.path()});
-  EXPECT_EQ(reader.line("REPORT "), "attributes /=0,42, /S=0,42, jobs=42,43, node1/S.a=3,4");
-  int status = reader.wait();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-}
-
-// The reader's side of ReadsWhileTheOutputAddsColumns: reads until told to stop.
-TEST(ReportHdf5SourceSwmrChild, ReadRepeatedly) {
-  const char* path = std::getenv("FRUCTOSA_REPORT_SWMR_POLLER");
-  if (!path) GTEST_SKIP() << "runs as a child of ReadsWhileTheOutputAddsColumns";
-  int reads = 0, errors = 0;
-  std::string last_error;
-  std::size_t rows = 0;
-  auto read = [&] {
-    try {
-      Hdf5Source source(path);
-      auto job = source.job(42);
-      rows = job ? job->hosts.at(0).metrics.at("S.a").values.size() : 0;
-      for (const auto& summary : source.jobs())
-        if (summary.id != 42) throw std::runtime_error("job " + std::to_string(summary.id));
-      ++reads;
-    } catch (const std::exception& error) {
-      ++errors;
-      last_error = error.what();
-    }
-  };
-  while (!fs::exists(std::string(path) + ".stop")) read();
-  read();
-  std::printf("REPORT errors=%d rows=%zu %s\n", errors, rows, last_error.c_str());
-  std::printf("READS %d\n", reads);
-  std::fflush(stdout);
-}
-
-// Every flush here adds a column: lmaster reopens the file without SWMR each time (readers
-// cannot open it then, and one that has it open may fail): the source retries. (Without the
-// retries, about one read in seven failed here.)
-TEST(ReportHdf5Source, ReadsWhileTheOutputAddsColumns) {
-  TempDir dir;
-  MetricInfoStore infos;
-  Hdf5Output output(options_for(dir.file("metrics.h5"), {"layout=per_sensor", "chunk=16"}), infos);
-  write(output, {sample("node1", "S", t0, 42, {{"a", 0}})});
-  output.flush();
-  Child reader("ReportHdf5SourceSwmrChild.ReadRepeatedly",
-               {"FRUCTOSA_REPORT_SWMR_POLLER=" + output.path()});
-  const int flushes = 60;
-  for (int i = 1; i <= flushes; ++i) {
-    write(output,
-          {sample("node1", "S", t0 + i, 42, {{"a", 1.0 * i}, {"k" + std::to_string(i), 1.0}})});
-    output.flush();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::ofstream(output.path() + ".stop") << "stop\n";
-  EXPECT_EQ(reader.line("REPORT "), "errors=0 rows=" + std::to_string(flushes + 1) + " ");
-  EXPECT_GT(std::atoi(reader.line("READS ").c_str()), 0);
-  int status = reader.wait();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-}
-
-// --- files made by hand ------------------------------------------------------------------------
-
-// An lmaster-looking file written with the HDF5 C API, for what the output only leaves after a
-// crash and for broken files.
-class HandMade {
- public:
-  explicit HandMade(const std::string& path, int format_version = 2,
-                    const std::string& format = "fructosa lmaster HDF5 output") {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    text_attribute(file_, "format", format);
-    text_attribute(file_, "layout", "per_sensor");
-    text_attribute(file_, "created", "2025-03-01T06:00:00Z");
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attribute =
-        H5Acreate2(file_, "format_version", H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(attribute, H5T_NATIVE_INT, &format_version);
-    H5Aclose(attribute);
-    H5Sclose(space);
-  }
-  ~HandMade() {
-    for (hid_t group : groups_) H5Gclose(group);
-    H5Fclose(file_);
-  }
-  HandMade(const HandMade&) = delete;
-  HandMade& operator=(const HandMade&) = delete;
-
-  hid_t table(const std::string& sensor) {
-    hid_t group = H5Gcreate2(file_, sensor.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    text_attribute(group, "sensor", sensor);
-    groups_.push_back(group);
-    return group;
-  }
-  template <typename T>
-  void numbers(hid_t group, const std::string& link, hid_t file_type, hid_t memory_type,
-               const std::vector<T>& values, const std::string& key = "") {
-    hsize_t rows = values.size();
-    hid_t space = H5Screate_simple(1, &rows, nullptr);
-    hid_t dataset =
-        H5Dcreate2(group, link.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Dwrite(dataset, memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data());
-    if (!key.empty()) text_attribute(dataset, "key", key);
-    H5Dclose(dataset);
-    H5Sclose(space);
-  }
-  void texts(hid_t group, const std::string& link, const std::vector<std::string>& values) {
-    const std::size_t width = 16;
-    std::vector<char> raw(values.size() * width, '\0');
-    for (std::size_t i = 0; i < values.size(); ++i) values[i].copy(raw.data() + i * width, width);
-    hsize_t rows = values.size();
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, width);
-    H5Tset_strpad(type, H5T_STR_NULLPAD);
-    hid_t space = H5Screate_simple(1, &rows, nullptr);
-    hid_t dataset =
-        H5Dcreate2(group, link.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data());
-    H5Dclose(dataset);
-    H5Sclose(space);
-    H5Tclose(type);
-  }
-
- private:
-  static void text_attribute(hid_t object, const char* name, const std::string& value) {
-    hid_t type = H5Tcopy(H5T_C_S1);
-    H5Tset_size(type, H5T_VARIABLE);
-    H5Tset_cset(type, H5T_CSET_UTF8);
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attribute = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    const char* text = value.c_str();
-    H5Awrite(attribute, type, &text);
-    H5Aclose(attribute);
-    H5Sclose(space);
-    H5Tclose(type);
-  }
-  hid_t file_;
-  std::vector<hid_t> groups_;
-};
 
 // What a writer killed mid-flush leaves: datasets longer than `time` (written before it), and
 // `time` rows grown but never written (reading 0).
