@@ -73,7 +73,9 @@ struct Series {
 // index in HDF5 files, docs/hdf5.md; or computed from a Series: summarize()). Sums over files and
 // hosts add up: count, sum and growth add, max takes the larger, last comes from the latest.
 struct MetricSummary {
-  std::int64_t first_ns = 0, last_ns = 0;  // its first and last row with a number
+  // Its first and last row with a number (from lmaster's index: the first and last row of the
+  // metric's sensor, which the index keeps per sensor, not per key).
+  std::int64_t first_ns = 0, last_ns = 0;
   std::uint64_t count = 0;                 // rows with a number (NaN skipped)
   double max = std::numeric_limits<double>::quiet_NaN();
   double sum = 0;  // of the numbers: mean = sum / count
