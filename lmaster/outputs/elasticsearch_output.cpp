@@ -4,6 +4,7 @@
 // samples not delivered handed back to the runner. The rest of ElasticsearchOutput is declared in
 // elasticsearch_output_impl.h, which says where each part lives.
 #include "elasticsearch_output_impl.h"
+#include "http_client.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -31,22 +32,6 @@ bool valid_index_prefix(std::string_view prefix) {
   return prefix.size() < 200;
 }
 
-std::string read_credentials(const std::string& path, std::string& user, std::string& password) {
-  std::ifstream in(path);
-  if (!in)
-    return fmt::format("[elasticsearch] credentials_file {}: {}", path, std::strerror(errno));
-  std::string line;
-  std::getline(in, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();  // written on Windows
-  auto colon = line.find(':');
-  if (colon == std::string::npos || colon == 0)
-    return fmt::format("[elasticsearch] credentials_file {}: expected one line `user:password`",
-                       path);
-  user = line.substr(0, colon);
-  password = line.substr(colon + 1);
-  return {};
-}
-
 }  // namespace
 
 namespace elasticsearch {
@@ -71,12 +56,10 @@ ElasticsearchOutput::ElasticsearchOutput(const Options& options, const MetricInf
   if (!credentials_file_.empty() && !api_key_.empty())
     throw ConfigError("[elasticsearch] set credentials_file or api_key, not both");
   if (!credentials_file_.empty()) {
-    if (auto error = read_credentials(credentials_file_, user_, password_); !error.empty())
+    if (auto error = http::read_credentials("elasticsearch", credentials_file_, user_, password_); !error.empty())
       throw ConfigError(error);
   }
-  if (!ca_file_.empty() && !std::ifstream(ca_file_))
-    throw ConfigError(
-        fmt::format("[elasticsearch] ca_file {}: {}", ca_file_, std::strerror(errno)));
+  http::check_ca_file("elasticsearch", ca_file_);
   open_handle();
   std::string shown;
   for (const auto& node : nodes_) shown += (shown.empty() ? "" : ", ") + node.shown;
@@ -94,7 +77,7 @@ void ElasticsearchOutput::reopen() {
   // again (they may have been rotated).
   if (!credentials_file_.empty()) {
     std::string user, password;
-    if (auto error = read_credentials(credentials_file_, user, password); !error.empty())
+    if (auto error = http::read_credentials("elasticsearch", credentials_file_, user, password); !error.empty())
       spdlog::error("elasticsearch: keeping the credentials read before: {}", error);
     else
       user_ = std::move(user), password_ = std::move(password);
@@ -144,7 +127,7 @@ void ElasticsearchOutput::write(std::span<const Sample> samples) {
 }  // namespace elasticsearch
 
 const OptionTable& elasticsearch_options() {
-  static const OptionTable table{
+  static const OptionTable own{
       {.name = "url",
        .type = OptionType::list,
        .default_value = "http://localhost:9200",
@@ -176,32 +159,18 @@ const OptionTable& elasticsearch_options() {
                "unreachable",
        .min = 0.1,
        .max = 600},
-      {.name = "credentials_file",
-       .type = OptionType::text,
-       .default_value = "",
-       .help = "file holding `user:password` for HTTP basic authentication, read at start and on "
-               "reload "
-               "(relative to this file)",
-       .relative_to_file = true},
       {.name = "api_key",
        .type = OptionType::text,
        .default_value = "",
        .help = "API key sent as `Authorization: ApiKey <api_key>` (the base64 `encoded` value "
                "Elasticsearch "
                "returns)"},
-      {.name = "ca_file",
-       .type = OptionType::text,
-       .default_value = "",
-       .help =
-           "PEM file of the certificate authorities to trust for https:// (relative to this file; "
-           "default: the system's)",
-       .relative_to_file = true},
-      {.name = "verify_certificates",
-       .type = OptionType::boolean,
-       .default_value = "true",
-       .help = "verify the nodes' TLS certificates and host names (false: like colmet's "
-               "--no-check-certificates)"},
   };
+  static const OptionTable table = [] {
+    OptionTable all = own;
+    for (auto& spec : http::tls_and_auth_options("the nodes'")) all.push_back(std::move(spec));
+    return all;
+  }();
   return table;
 }
 

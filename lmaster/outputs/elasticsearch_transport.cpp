@@ -4,6 +4,7 @@
 // what its answer says, as a whole (too large: split; a failure: try later) and per document
 // (delivered, already there, refused for now, refused for good and dropped).
 #include "elasticsearch_output_impl.h"
+#include "http_client.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -83,29 +84,12 @@ std::string body_error_text(const std::string& body) {
 void ElasticsearchOutput::open_handle() {
   curl_ = curl_easy_init();
   if (!curl_) throw std::runtime_error("elasticsearch: curl_easy_init failed");
-  curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: we run on a thread
-  curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, timeout_ms_);
-  curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms_);
-  curl_easy_setopt(curl_, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl_, CURLOPT_USERAGENT, "fructosa-lmaster/" FRUCTOSA_VERSION);
+  http::set_common_options(curl_, {timeout_ms_, user_, password_, ca_file_, verify_certificates_}, curl_error_);
   curl_easy_setopt(curl_, CURLOPT_ACCEPT_ENCODING, "");  // whatever compression libcurl can decode
-  curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, curl_error_);
   curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &ElasticsearchOutput::collect);
   curl_easy_setopt(curl_, CURLOPT_WRITEDATA, this);
   curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, &ElasticsearchOutput::header);
   curl_easy_setopt(curl_, CURLOPT_HEADERDATA, this);
-  if (!user_.empty()) {
-    curl_easy_setopt(curl_, CURLOPT_HTTPAUTH,
-                     static_cast<long>(CURLAUTH_BASIC));  // sent with the first request
-    curl_easy_setopt(curl_, CURLOPT_USERNAME, user_.c_str());
-    curl_easy_setopt(curl_, CURLOPT_PASSWORD, password_.c_str());
-  }
-  if (!ca_file_.empty()) curl_easy_setopt(curl_, CURLOPT_CAINFO, ca_file_.c_str());
-  if (!verify_certificates_) {
-    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
   for (auto [list, type] : {std::pair{&json_headers_, "application/json"},
                             {&ndjson_headers_, "application/x-ndjson"}}) {
     *list = curl_slist_append(*list, fmt::format("Content-Type: {}", type).c_str());

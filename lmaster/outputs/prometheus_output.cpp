@@ -12,32 +12,13 @@
 #include <fstream>
 #include <limits>
 
+#include "http_client.h"
 #include "prometheus_name.h"
 #include "prometheus_output_impl.h"
 
 namespace fructosa::master {
 
 namespace {
-
-std::string read_first_line(const std::string& key, const std::string& path, std::string& line) {
-  std::ifstream in(path);
-  if (!in) return fmt::format("[prometheus] {} {}: {}", key, path, std::strerror(errno));
-  std::getline(in, line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();  // written on Windows
-  if (line.empty()) return fmt::format("[prometheus] {} {}: the first line is empty", key, path);
-  return {};
-}
-
-std::string read_credentials(const std::string& path, std::string& user, std::string& password) {
-  std::string line;
-  if (auto error = read_first_line("credentials_file", path, line); !error.empty()) return error;
-  auto colon = line.find(':');
-  if (colon == std::string::npos || colon == 0)
-    return fmt::format("[prometheus] credentials_file {}: expected one line `user:password`", path);
-  user = line.substr(0, colon);
-  password = line.substr(colon + 1);
-  return {};
-}
 
 // The URL without user and password, for log lines; throws ConfigError unless http(s).
 std::string checked_url(const std::string& text) {
@@ -113,12 +94,11 @@ PrometheusOutput::PrometheusOutput(const Options& options, const MetricInfoStore
   if (!credentials_file_.empty() && !bearer_token_file_.empty())
     throw ConfigError("[prometheus] set credentials_file or bearer_token_file, not both");
   if (!credentials_file_.empty())
-    if (auto error = read_credentials(credentials_file_, user_, password_); !error.empty()) throw ConfigError(error);
+    if (auto error = http::read_credentials("prometheus", credentials_file_, user_, password_); !error.empty()) throw ConfigError(error);
   if (!bearer_token_file_.empty())
-    if (auto error = read_first_line("bearer_token_file", bearer_token_file_, bearer_token_); !error.empty())
+    if (auto error = http::read_first_line("prometheus", "bearer_token_file", bearer_token_file_, bearer_token_); !error.empty())
       throw ConfigError(error);
-  if (!ca_file_.empty() && !std::ifstream(ca_file_))
-    throw ConfigError(fmt::format("[prometheus] ca_file {}: {}", ca_file_, std::strerror(errno)));
+  http::check_ca_file("prometheus", ca_file_);
   open_handle();
   spdlog::info("prometheus: remote_write to {}, {} points per request{}{}", shown_url_, samples_per_request_,
                user_.empty() ? "" : ", basic auth as " + user_, bearer_token_.empty() ? "" : ", bearer token");
@@ -132,14 +112,14 @@ void PrometheusOutput::reopen() {
   // A new connection; credentials read again (they may have been rotated).
   if (!credentials_file_.empty()) {
     std::string user, password;
-    if (auto error = read_credentials(credentials_file_, user, password); !error.empty())
+    if (auto error = http::read_credentials("prometheus", credentials_file_, user, password); !error.empty())
       spdlog::error("prometheus: keeping the credentials read before: {}", error);
     else
       user_ = std::move(user), password_ = std::move(password);
   }
   if (!bearer_token_file_.empty()) {
     std::string token;
-    if (auto error = read_first_line("bearer_token_file", bearer_token_file_, token); !error.empty())
+    if (auto error = http::read_first_line("prometheus", "bearer_token_file", bearer_token_file_, token); !error.empty())
       spdlog::error("prometheus: keeping the bearer token read before: {}", error);
     else
       bearer_token_ = std::move(token);
@@ -342,7 +322,7 @@ void PrometheusOutput::write(std::span<const Sample> samples) {
 }  // namespace prometheus
 
 const OptionTable& prometheus_options() {
-  static const OptionTable table{
+  static const OptionTable own{
       {.name = "url",
        .type = OptionType::text,
        .default_value = "http://localhost:9090/api/v1/write",
@@ -367,28 +347,12 @@ const OptionTable& prometheus_options() {
                "sent again",
        .min = 0.1,
        .max = 600},
-      {.name = "credentials_file",
-       .type = OptionType::text,
-       .default_value = "",
-       .help = "file holding `user:password` for HTTP basic authentication, read at start and on "
-               "reload (relative to this file)",
-       .relative_to_file = true},
       {.name = "bearer_token_file",
        .type = OptionType::text,
        .default_value = "",
        .help = "file whose first line is sent as `Authorization: Bearer <token>`, read at start and on "
                "reload (relative to this file)",
        .relative_to_file = true},
-      {.name = "ca_file",
-       .type = OptionType::text,
-       .default_value = "",
-       .help = "PEM file of the certificate authorities to trust for https:// (relative to this file; "
-               "default: the system's)",
-       .relative_to_file = true},
-      {.name = "verify_certificates",
-       .type = OptionType::boolean,
-       .default_value = "true",
-       .help = "verify the server's TLS certificate and host name"},
       {.name = "catalog_wait",
        .type = OptionType::real,
        .default_value = "60",
@@ -398,6 +362,11 @@ const OptionTable& prometheus_options() {
        .min = 0,
        .max = 3600},
   };
+  static const OptionTable table = [] {
+    OptionTable all = own;
+    for (auto& spec : http::tls_and_auth_options("the server's")) all.push_back(std::move(spec));
+    return all;
+  }();
   return table;
 }
 

@@ -4,6 +4,7 @@
 
 #include <new>
 
+#include "http_client.h"
 #include "prometheus_output_impl.h"
 
 namespace fructosa::master::prometheus {
@@ -16,26 +17,10 @@ void PrometheusOutput::open_handle() {
   curl_ = curl_easy_init();
   if (!curl_) throw std::runtime_error("prometheus: curl_easy_init failed");
   curl_easy_setopt(curl_, CURLOPT_URL, url_.c_str());
-  curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: we run on a thread
-  curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, timeout_ms_);
-  curl_easy_setopt(curl_, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms_);
-  curl_easy_setopt(curl_, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl_, CURLOPT_USERAGENT, "fructosa-lmaster/" FRUCTOSA_VERSION);
-  curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, curl_error_);
+  http::set_common_options(curl_, {timeout_ms_, user_, password_, ca_file_, verify_certificates_}, curl_error_);
   curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, &PrometheusOutput::collect);
   curl_easy_setopt(curl_, CURLOPT_WRITEDATA, this);
   curl_easy_setopt(curl_, CURLOPT_POST, 1L);
-  if (!user_.empty()) {
-    curl_easy_setopt(curl_, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));  // with the first request
-    curl_easy_setopt(curl_, CURLOPT_USERNAME, user_.c_str());
-    curl_easy_setopt(curl_, CURLOPT_PASSWORD, password_.c_str());
-  }
-  if (!ca_file_.empty()) curl_easy_setopt(curl_, CURLOPT_CAINFO, ca_file_.c_str());
-  if (!verify_certificates_) {
-    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
   // The headers remote_write 1.0 requires.
   for (const char* header : {"Content-Type: application/x-protobuf", "Content-Encoding: snappy",
                              "X-Prometheus-Remote-Write-Version: 0.1.0", "Expect:"})

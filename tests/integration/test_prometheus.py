@@ -118,8 +118,8 @@ class PrometheusTest(FructosaTestCase):
         master, port = self.start_master()
         agent = self.start_agent(port)
         used = metric_name("VirtualMemory", "used", "bytes", "gauge")
-        wait_for(lambda: len(self.stored_times(used)) >= 15 or agent.poll() is not None, timeout=40,
-                 what="3 s of VirtualMemory in Prometheus")
+        wait_for(lambda: len(self.stored_times(used)) >= 20 or agent.poll() is not None, timeout=40,
+                 what="4 s of VirtualMemory in Prometheus")
         self.assertEqual(self.stop(agent), 0, self.logs())
         self.assertEqual(self.stop(master), 0, self.logs())
         expected = expected_points(self.path("data.h5"))
@@ -140,7 +140,8 @@ class PrometheusTest(FructosaTestCase):
         (result,) = self.prometheus.query(f'irate({counter}{{host="{HOST}"}}[1s])', time=at)["result"]
         slope = (expected[series][t2] - expected[series][t1]) / ((t2 - t1) / 1000)
         self.assertAlmostEqual(float(result["value"][1]), slope, places=9)
-        ranged = self.prometheus.query_range(f'rate({counter}{{host="{HOST}"}}[2s])', times[0] / 1000 + 2, at, 0.5)
+        # A window of 1 s holds about 5 points at 0.2 s, even where a loaded machine spaced them.
+        ranged = self.prometheus.query_range(f'rate({counter}{{host="{HOST}"}}[1s])', times[0] / 1000 + 1, at, 0.5)
         values = [float(v) for _, v in ranged["result"][0]["values"]]
         self.assertGreater(len(values), 2)
         self.assertTrue(all(v >= 0 for v in values) and any(v > 0 for v in values), values)
