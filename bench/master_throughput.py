@@ -6,8 +6,8 @@ Usage:
                                [--warmup S] [--window W] [--interval S] [--threads T]
                                [--relay-start P] [--relay-factor F] [--relay-seconds S]
                                [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
-                               [--no-hdf5] [--hdf5-layout L] [--lmaster PATH] [--master-load PATH] [--carbon-sink PATH]
-                               [--json FILE]
+                               [--no-hdf5] [--hdf5-layout L] [--prometheus] [--lmaster PATH] [--master-load PATH]
+                               [--carbon-sink PATH] [--remote-write-sink PATH] [--json FILE]
 
 (a) lmaster with [hdf5] (in a temporary directory) and [Graphite] pickle to a counting
     carbon_sink, journal on (the defaults), driven by master_load as N agents (default 1000) with
@@ -20,6 +20,10 @@ Usage:
     the sink - sample time) p50/p99 of the points received in the measurement window, payload bytes per point on the wire (master_load) and HDF5
     bytes per stored point (the .h5 files after lmaster stopped and compressed them / the points
     acknowledged; lmaster's own `lmaster` sensor adds a few rows).
+    --prometheus adds lmaster's [prometheus] output (defaults) to bench/remote_write_sink, which
+    decodes each request (snappy, protobuf) and counts its samples: in the same run, each
+    output's points/s at its sink and the CPU of its own thread ("out:graphite",
+    "out:prometheus") per point, and whether every acknowledged point reached both sinks.
 (b) carbon-c-relay (Debian) listening on an ephemeral 127.0.0.1 port and forwarding everything
     (a `forward` cluster of one) to a carbon_sink as plaintext, driven by master_load
     --plaintext with the same N and M (one TCP connection per agent). The offered rate is stepped
@@ -87,6 +91,7 @@ class ProcessMonitor:
     def __init__(self, pid):
         self.pid = pid
         self.cpu = []  # (unix time, cpu seconds)
+        self.threads = {}  # lmaster's output threads ("out:graphite"): [(unix time, cpu seconds)]
         self.peak_rss_kib = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -105,6 +110,16 @@ class ProcessMonitor:
         match = re.search(r"VmHWM:\s+(\d+) kB", status)
         if match:
             self.peak_rss_kib = max(self.peak_rss_kib, int(match.group(1)))
+        for task in glob.glob(f"/proc/{self.pid}/task/*/stat"):
+            try:
+                with open(task) as f:
+                    text = f.read()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            name = text[text.index("(") + 1:text.rindex(")")]
+            if name.startswith("out:"):
+                fields = text.rsplit(")", 1)[1].split()
+                self.threads.setdefault(name, []).append((now, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS))
         return True
 
     def _run(self):
@@ -114,6 +129,10 @@ class ProcessMonitor:
     def cpu_between(self, start, end):
         return interpolate(self.cpu, end) - interpolate(self.cpu, start)
 
+    def thread_cpu_between(self, name, start, end):
+        series = self.threads.get(name, [])
+        return interpolate(series, end) - interpolate(series, start)
+
     def stop(self):
         self._stop.set()
         self._thread.join()
@@ -122,11 +141,11 @@ class ProcessMonitor:
 class Sink:
     """A carbon_sink process: its port, and its per-second (time, matched points) lines."""
 
-    def __init__(self, directory, name):
+    def __init__(self, directory, name, program="carbon_sink"):
         self.err_path = os.path.join(directory, name + ".err")
         self._err = open(self.err_path, "w")
         self.process = subprocess.Popen(
-            [PROGRAMS["carbon_sink"], "--match", AGENT_PREFIX, "--every"],
+            [PROGRAMS[program], "--match", AGENT_PREFIX, "--every"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, text=True)
         self.port = int(self.process.stdout.readline())
         self.series = []  # (unix time, matched points)
@@ -207,6 +226,9 @@ def measure_lmaster(options, directory):
     data = os.path.join(directory, "lmaster")
     os.makedirs(data)
     sink = Sink(directory, "lmaster-sink")
+    # --prometheus: the [prometheus] output too, to a counting remote_write receiver.
+    prom = Sink(directory, "prometheus-sink", "remote_write_sink") if options.prometheus else None
+    sinks = [sink] + ([prom] if prom else [])
     lmaster = None
     monitor = None
     try:
@@ -215,7 +237,8 @@ def measure_lmaster(options, directory):
             f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\ndata_dir = {data}/data\n"
                     + ("" if options.no_hdf5 else
                        f"[hdf5]\npath = {data}/hdf5/fructosa.h5\nlayout = {options.hdf5_layout}\n") +
-                    f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\nprotocol = pickle\n")
+                    f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\nprotocol = pickle\n"
+                    + (f"[prometheus]\nurl = http://127.0.0.1:{prom.port}/api/v1/write\n" if prom else ""))
         err_path = os.path.join(directory, "lmaster.err")
         with open(err_path, "w") as err:
             lmaster = subprocess.Popen([PROGRAMS["lmaster"], "run", "-c", config, "-p",
@@ -233,8 +256,8 @@ def measure_lmaster(options, directory):
         pace = ["--interval", str(options.interval)] if options.interval else ["--interval", "0"]
         # The latency percentiles of the measurement window (master_load's, give or take the
         # milliseconds it takes to start), apart from the start of N connections in the warm-up.
-        marks = [threading.Timer(options.warmup, sink.mark, ["start"]),
-                 threading.Timer(options.warmup + options.seconds, sink.mark, ["end"])]
+        marks = [threading.Timer(options.warmup, s.mark, ["start"]) for s in sinks] + \
+                [threading.Timer(options.warmup + options.seconds, s.mark, ["end"]) for s in sinks]
         for mark in marks:
             mark.start()
         load = run_load(load_arguments(options) + [
@@ -245,15 +268,34 @@ def measure_lmaster(options, directory):
             mark.join()
         # Everything acknowledged must reach the sink (the Graphite output works behind the acks).
         delivered = sink.wait_quiet(load["points_acked"], quiet_s=15, timeout=600)
+        # The [prometheus] output sends lmaster's own sensor too: the sink counts the agents'.
+        prom_delivered = prom.wait_quiet(load["points_acked"], quiet_s=15, timeout=600) if prom else 0
         monitor.sample()
         start, end = load["window_start_unix"], load["window_end_unix"]
         cpu_s = monitor.cpu_between(start, end)
         sink_window = sink.matched_at(end) - sink.matched_at(start)
+        outputs = {}
+        for name, output_sink in (("graphite", sink), ("prometheus", prom)):
+            if output_sink is None:
+                continue
+            thread_s = monitor.thread_cpu_between("out:" + name, start, end)
+            arrived = output_sink.matched_at(end) - output_sink.matched_at(start)
+            outputs[name] = {"sink_points_per_s": arrived / options.seconds,
+                             "thread_cpu_percent": 100.0 * thread_s / options.seconds,
+                             "thread_cpu_ns_per_point": 1e9 * thread_s / arrived if arrived else None}
         stopping = time.monotonic()
         code = stop(lmaster, timeout=600)  # the HDF5 files are compressed on the way out
         stop_s = time.monotonic() - stopping
         monitor.stop()
         final = sink.close()
+        if prom:
+            prom_final = prom.close()
+            outputs["prometheus"].update({
+                "points_at_sink": prom_final.get("matched", prom_delivered),
+                "difference": prom_final.get("matched", prom_delivered) - load["points_acked"],
+                "requests": prom_final.get("requests"), "bad_requests": prom_final.get("bad_requests"),
+                "latency_p50_s": prom_final.get("window_latency_s", {}).get("p50"),
+                "latency_p99_s": prom_final.get("window_latency_s", {}).get("p99")})
         h5_files = [p for p in glob.glob(os.path.join(data, "hdf5", "*.h5")) if not os.path.islink(p)]
         h5_bytes = sum(os.path.getsize(p) for p in h5_files)
         window_acked = load["window_points_acked"]
@@ -282,6 +324,7 @@ def measure_lmaster(options, directory):
             "lmaster_stop_s": stop_s,
             "resyncs": load.get("resyncs"),
             "generator_cpu_ns_per_point": load.get("cpu_ns_per_point_sent"),
+            "outputs": outputs,
             "load": load,
         }
     finally:
@@ -289,7 +332,8 @@ def measure_lmaster(options, directory):
             monitor.stop()
         if lmaster:
             stop(lmaster, timeout=600)
-        sink.close()
+        for each in sinks:
+            each.close()
 
 
 def relay_step(options, directory, rate, number):
@@ -412,6 +456,14 @@ def print_table(options, lmaster, relay):
         print(f"{'sink points/s (lmaster)':26} {fmt(lmaster['sink_points_per_s'], ',.0f'):>14}")
         print(f"acknowledged {lmaster['points_acked']:,} points, the sink got {lmaster['points_at_sink']:,} "
               f"(difference {lmaster['difference']:+,})")
+        for name, figures in lmaster.get("outputs", {}).items():
+            print(f"output {name}: sink {fmt(figures['sink_points_per_s'], ',.0f')} points/s in the window, "
+                  f"its thread {fmt(figures['thread_cpu_percent'], '.0f')} % of a core = "
+                  f"{fmt(figures['thread_cpu_ns_per_point'], ',.0f')} ns per point")
+            if "points_at_sink" in figures:
+                print(f"  {name}: the sink got {figures['points_at_sink']:,} of the agents' points (difference "
+                      f"{figures['difference']:+,}), {figures['requests']:,} requests, {figures['bad_requests']} bad, "
+                      f"latency p50 {fmt(figures['latency_p50_s'], '.3f')} s, p99 {fmt(figures['latency_p99_s'], '.3f')} s")
     if relay:
         print(f"carbon-c-relay: the highest of {len(relay['steps'])} offered rates (x{options.relay_factor} from "
               f"{options.relay_start:,}/s) at which everything sent arrived"
@@ -443,22 +495,25 @@ def main():
     parser.add_argument("--relay-queue", type=int, default=1000000,
                         help="carbon-c-relay -q (its default, 25000, drops data above ~30 k points/s)")
     parser.add_argument("--no-hdf5", action="store_true", help="lmaster run without the HDF5 output")
+    parser.add_argument("--prometheus", action="store_true",
+                        help="lmaster run with the [prometheus] output too, to BUILD/bench/remote_write_sink")
     parser.add_argument("--hdf5-layout", choices=["per_host", "per_sensor"], default="per_sensor",
                         help="[hdf5] layout (default per_sensor, the layout for many hosts)")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--lmaster-only", action="store_true")
     group.add_argument("--relay-only", action="store_true")
     parser.add_argument("--json", help="also write every figure to this file")
-    for name, where in (("lmaster", "lmaster/lmaster"), ("master_load", "bench/master_load"),
-                        ("carbon_sink", "bench/carbon_sink")):
+    programs = (("lmaster", "lmaster/lmaster"), ("master_load", "bench/master_load"),
+                ("carbon_sink", "bench/carbon_sink"), ("remote_write_sink", "bench/remote_write_sink"))
+    for name, where in programs:
         parser.add_argument("--" + name.replace("_", "-"), metavar="PATH", help=f"default: BUILD/{where}")
     options = parser.parse_args()
     options.build = os.path.abspath(options.build)
-    for name, where in (("lmaster", "lmaster/lmaster"), ("master_load", "bench/master_load"),
-                        ("carbon_sink", "bench/carbon_sink")):
+    for name, where in programs:
         path = os.path.abspath(getattr(options, name) or os.path.join(options.build, where))
         PROGRAMS[name] = path
-        if (name != "lmaster" or not options.relay_only) and not os.access(path, os.X_OK):
+        needed = {"lmaster": not options.relay_only, "remote_write_sink": options.prometheus}.get(name, True)
+        if needed and not os.access(path, os.X_OK):
             parser.error(f"{path} is missing: build it first")
     if not options.lmaster_only and not shutil.which("carbon-c-relay"):
         parser.error("carbon-c-relay is not installed (Debian package carbon-c-relay)")

@@ -42,6 +42,7 @@ const std::vector<TopPanel>& top_panels() {
 
 DashboardName add_cluster_dashboard(DashboardBuilder& builder, const Settings& settings) {
   bool graphite = settings.datasource == Datasource::graphite;
+  bool prometheus = settings.datasource == Datasource::prometheus;
   builder.add_row("Global");
   // Hosts reporting or missing, from lmaster's own agent.<host>.up (1 while an agent
   // reports, 0 once silent; lmaster keeps every agent it has heard of).
@@ -53,15 +54,19 @@ DashboardName add_cluster_dashboard(DashboardBuilder& builder, const Settings& s
   PanelSpec reporting;
   reporting.type = "stat";
   reporting.title = "Hosts reporting";
-  if (graphite) {
+  if (graphite || prometheus) {
     reporting.description = "agents whose lmaster agent.<host>.up is 1";
     reporting.metrics.push_back(master_metric("agent.*.up"));
     reporting.graphite_template = "alias(sumSeries({path}), 'reporting')";
+    reporting.promql_template = "sum({selector})";
+    reporting.legend = "reporting";
     reporting.unit = "short";
     PanelSpec missing = reporting;
     missing.title = "Hosts missing";
     missing.description = "agents lmaster knows whose agent.<host>.up is 0 (silent longer than agent_timeout)";
     missing.graphite_template = "alias(diffSeries(countSeries({path}), sumSeries({path})), 'missing')";
+    missing.promql_template = "count({selector}) - sum({selector})";
+    missing.legend = "missing";
     builder.add_panel(reporting, Scope::cluster, "");
     builder.add_panel(missing, Scope::cluster, "");
   } else {

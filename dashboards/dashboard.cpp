@@ -37,7 +37,12 @@ std::string stable_uid(std::string_view readable) {
 }  // namespace
 
 std::string_view to_string(Datasource datasource) {
-  return datasource == Datasource::graphite ? "graphite" : "elasticsearch";
+  switch (datasource) {
+    case Datasource::graphite: return "graphite";
+    case Datasource::elasticsearch: return "elasticsearch";
+    case Datasource::prometheus: return "prometheus";
+  }
+  return "graphite";
 }
 
 std::string_view to_string(DashboardKind kind) {
@@ -50,7 +55,6 @@ std::string_view to_string(DashboardKind kind) {
 }
 
 json make_dashboard(DashboardKind kind, const Settings& settings, const std::string& fixed_host) {
-  bool graphite = settings.datasource == Datasource::graphite;
   DashboardBuilder builder(settings);
   builder.variables().push_back(datasource_variable(settings.datasource));
   DashboardName name;
@@ -59,18 +63,23 @@ json make_dashboard(DashboardKind kind, const Settings& settings, const std::str
     case DashboardKind::job: name = add_job_dashboard(builder, settings); break;
     case DashboardKind::cluster: name = add_cluster_dashboard(builder, settings); break;
   }
+  std::string plugin(to_string(settings.datasource));
+  std::string plugin_name = settings.datasource == Datasource::graphite        ? "Graphite"
+                            : settings.datasource == Datasource::elasticsearch ? "Elasticsearch"
+                                                                               : "Prometheus";
+  std::string description = settings.datasource == Datasource::graphite
+                                ? "Graphite that lmaster's [Graphite] output writes to"
+                            : settings.datasource == Datasource::elasticsearch
+                                ? "Elasticsearch over lmaster's indices (fructosa_*, @timestamp)"
+                                : "Prometheus that lmaster's [prometheus] output writes to (remote_write)";
   json inputs = json::array({{{"name", "DS_FRUCTOSA"},
                               {"label", "fructosa"},
-                              {"description", graphite ? "Graphite that lmaster's [Graphite] output writes to"
-                                                       : "Elasticsearch over lmaster's indices (fructosa_*, @timestamp)"},
+                              {"description", description},
                               {"type", "datasource"},
-                              {"pluginId", graphite ? "graphite" : "elasticsearch"},
-                              {"pluginName", graphite ? "Graphite" : "Elasticsearch"}}});
+                              {"pluginId", plugin},
+                              {"pluginName", plugin_name}}});
   json requirements = json::array({{{"type", "grafana"}, {"id", "grafana"}, {"name", "Grafana"}, {"version", "9.0.0"}},
-                               {{"type", "datasource"},
-                                {"id", graphite ? "graphite" : "elasticsearch"},
-                                {"name", graphite ? "Graphite" : "Elasticsearch"},
-                                {"version", "1.0.0"}}});
+                               {{"type", "datasource"}, {"id", plugin}, {"name", plugin_name}, {"version", "1.0.0"}}});
   for (std::string_view type : {"timeseries", "stat", "gauge"})
     requirements.push_back({{"type", "panel"}, {"id", std::string(type)}, {"name", std::string(type)}, {"version", ""}});
   json panels = builder.panels();

@@ -2,7 +2,8 @@
 //
 // Every panel follows from a catalog entry: its unit gives the Grafana unit, its kind whether
 // the values are graphed as they are (gauge) or as a rate (counter), its pattern the Graphite
-// path (`*` stays a wildcard) or the Elasticsearch field, and the sensor's DashboardHints the
+// path (`*` stays a wildcard), the Elasticsearch field or the Prometheus metric name (a regex
+// for `*`), and the sensor's DashboardHints the
 // row and which entries a given configuration produces (docs/dashboards.md). The sensors'
 // intervals also give carbon's storage schemas (storage_schemas()).
 #pragma once
@@ -20,7 +21,7 @@
 
 namespace fructosa::dashboards {
 
-enum class Datasource { graphite, elasticsearch };
+enum class Datasource { graphite, elasticsearch, prometheus };
 enum class DashboardKind { node, job, cluster };
 
 std::string_view to_string(Datasource datasource);

@@ -11,7 +11,7 @@ namespace fructosa::dashboards {
 using sensors::DashboardRow;
 
 json datasource_ref(Datasource datasource) {
-  return {{"type", datasource == Datasource::graphite ? "graphite" : "elasticsearch"}, {"uid", kDatasourceVariable}};
+  return {{"type", std::string(to_string(datasource))}, {"uid", kDatasourceVariable}};
 }
 
 std::string ref_id(std::size_t index) {
@@ -68,6 +68,7 @@ std::unique_ptr<TargetBuilder> make_target_builder(const Settings& settings) {
   switch (settings.datasource) {
     case Datasource::graphite: return make_graphite_targets(settings);
     case Datasource::elasticsearch: return make_elasticsearch_targets(settings);
+    case Datasource::prometheus: return make_prometheus_targets(settings);
   }
   return make_graphite_targets(settings);
 }
@@ -85,11 +86,12 @@ void DashboardBuilder::add_row(std::string_view title) {
 }
 
 void DashboardBuilder::add_panel(const PanelSpec& panel, Scope scope, const std::string& host) {
-  auto [targets, repeat] = targets_->panel_targets(panel, scope, host, variables_);
+  auto [targets, repeat, title_suffix] = targets_->panel_targets(panel, scope, host, variables_);
+  if (targets.empty()) return;
   bool stat_like = panel.type != "timeseries";
   json out = {{"type", panel.type},
               {"id", next_id_++},
-              {"title", panel.title},
+              {"title", panel.title + title_suffix},
               {"description", panel.description},
               {"datasource", datasource_ref(settings_.datasource)},
               {"gridPos", layout_.place(stat_like ? 6 : 12, panel.type == "stat" ? 4 : stat_like ? 6 : 8)},
@@ -105,7 +107,7 @@ void DashboardBuilder::add_panel(const PanelSpec& panel, Scope scope, const std:
 }
 
 json datasource_variable(Datasource datasource) {
-  std::string plugin = datasource == Datasource::graphite ? "graphite" : "elasticsearch";
+  std::string plugin(to_string(datasource));
   return {{"type", "datasource"},
           {"name", "datasource"},
           {"label", "Data source"},
@@ -116,26 +118,37 @@ json datasource_variable(Datasource datasource) {
           {"regex", ""}};
 }
 
-json query_variable(const Settings& settings, std::string name, std::string label, std::string graphite_query,
-                    std::string graphite_regex, std::string es_query, bool multi) {
+json query_variable(const Settings& settings, std::string name, std::string label, const VariableQueries& queries,
+                    bool multi) {
   bool graphite = settings.datasource == Datasource::graphite;
+  json query = graphite ? queries.graphite : queries.elasticsearch;
+  if (settings.datasource == Datasource::prometheus)
+    query = {{"query", queries.prometheus}, {"refId", "PrometheusVariableQueryEditor-VariableQuery"}};
   json variable = {{"type", "query"},
                    {"name", std::move(name)},
                    {"label", std::move(label)},
                    {"datasource", datasource_ref(settings.datasource)},
-                   {"query", graphite ? graphite_query : es_query},
-                   {"regex", graphite ? graphite_regex : ""},
+                   {"query", std::move(query)},
+                   {"regex", graphite ? queries.graphite_regex : ""},
                    {"refresh", 2},
                    {"sort", 1},
                    {"multi", multi},
                    {"includeAll", multi}};
+  if (settings.datasource == Datasource::prometheus) variable["definition"] = queries.prometheus;
   if (multi) variable["current"] = {{"text", json::array({"All"})}, {"value", json::array({"$__all"})}};
   return variable;
 }
 
 std::string graphite_prefix_text(const Settings& settings) { return graphite_prefix(settings.prefix); }
 
-std::string uid_word(Datasource datasource) { return datasource == Datasource::graphite ? "graphite" : "es"; }
+std::string uid_word(Datasource datasource) {
+  switch (datasource) {
+    case Datasource::graphite: return "graphite";
+    case Datasource::elasticsearch: return "es";
+    case Datasource::prometheus: return "prometheus";
+  }
+  return "graphite";
+}
 
 void add_sensor_rows(DashboardBuilder& builder, const std::vector<ShownSensor>& sensors, Scope scope,
                      const std::string& host, bool job_samples, std::string_view row_suffix) {

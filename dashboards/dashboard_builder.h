@@ -63,9 +63,15 @@ class DashboardBuilder {
 
 // The dashboard's first variable: which Grafana datasource of the plugin its panels query.
 json datasource_variable(Datasource datasource);
-// A variable whose values a query finds (the Graphite or the Elasticsearch one).
-json query_variable(const Settings& settings, std::string name, std::string label, std::string graphite_query,
-                    std::string graphite_regex, std::string es_query, bool multi);
+// A variable whose values a query finds (the one of the settings' datasource).
+struct VariableQueries {
+  std::string graphite;
+  std::string graphite_regex;
+  std::string elasticsearch;
+  std::string prometheus;
+};
+json query_variable(const Settings& settings, std::string name, std::string label, const VariableQueries& queries,
+                    bool multi);
 std::string graphite_prefix_text(const Settings& settings);
 // The datasource in dashboard uids.
 std::string uid_word(Datasource datasource);

@@ -16,13 +16,14 @@ namespace {
 
 const char* kUsage = R"(Usage:
   make-dashboard [HOSTS_FILE] [--host H ...] [--agent-config lagent.conf]
-                 [--datasource graphite|elasticsearch] [--kind node|job|cluster]
+                 [--datasource graphite|elasticsearch|prometheus] [--kind node|job|cluster]
                  [--prefix P] [--top N] [--out DIR]
   make-dashboard [--agent-config lagent.conf] [--prefix P] --storage-schemas
 
 Writes Grafana dashboards (JSON model, schema 39) made from the sensors' metric catalogs:
   fructosa-node.json     one node ($host variable), a row per group of sensors
-  fructosa-job.json      one batch job ($job): per-job sensors and the nodes of the job
+  fructosa-job.json      one batch job ($job; Prometheus: $job_id): per-job sensors and the
+                         nodes of the job
   fructosa-cluster.json  top hosts by CPU, memory and power; hosts reporting; lmaster health
 (all three unless --kind names one). With a HOSTS_FILE (FrUCToSA's: host names as keys of a
 [hosts] section) or --host: one node dashboard per host instead, <short host>.json.
@@ -42,7 +43,8 @@ int run(int argc, char** argv) {
       ("help,h", "this help")
       ("host", po::value<std::vector<std::string>>(&hosts), "one node dashboard for this host (repeatable)")
       ("agent-config", po::value<std::string>(), "lagent.conf whose sensors (and options) the panels show")
-      ("datasource", po::value<std::string>()->default_value("graphite"), "graphite or elasticsearch")
+      ("datasource", po::value<std::string>()->default_value("graphite"),
+       "graphite, elasticsearch or prometheus (PromQL on the names lmaster's [prometheus] output sends)")
       ("kind", po::value<std::string>(), "node, job or cluster (default: all three)")
       ("prefix", po::value<std::string>()->default_value(""), "Graphite path prefix (lmaster's [Graphite] prefix)")
       ("top", po::value<std::size_t>()->default_value(10), "hosts in each top-N panel of the cluster overview")
@@ -79,8 +81,10 @@ int run(int argc, char** argv) {
     settings.datasource = Datasource::graphite;
   else if (datasource == "elasticsearch")
     settings.datasource = Datasource::elasticsearch;
+  else if (datasource == "prometheus")
+    settings.datasource = Datasource::prometheus;
   else
-    return usage_error("--datasource must be graphite or elasticsearch, not '" + datasource + "'");
+    return usage_error("--datasource must be graphite, elasticsearch or prometheus, not '" + datasource + "'");
   settings.prefix = args["prefix"].as<std::string>();
   settings.top = args["top"].as<std::size_t>();
   if (settings.top == 0) return usage_error("--top must be at least 1");

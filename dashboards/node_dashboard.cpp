@@ -13,8 +13,13 @@ DashboardName add_node_dashboard(DashboardBuilder& builder, const Settings& sett
   std::string uid_text;
   if (fixed_host.empty()) {
     // Every top-level node but "jobs" (per-job samples live under jobs.<id>.<host>).
-    variables.push_back(query_variable(settings, "host", "Host", prefix + "*", "/^(?!jobs$).*/",
-                                       R"({"find": "terms", "field": "host", "query": "job:0"})", false));
+    // Prometheus: the hosts of lagent's own sensor, which every agent runs (not the master's).
+    variables.push_back(query_variable(settings, "host", "Host",
+                                       {.graphite = prefix + "*",
+                                        .graphite_regex = "/^(?!jobs$).*/",
+                                        .elasticsearch = R"({"find": "terms", "field": "host", "query": "job:0"})",
+                                        .prometheus = R"(label_values({__name__=~"fructosa_lagent_.+"}, host))"},
+                                       false));
     title = "fructosa node";
     uid_text = "fructosa-node-" + ds_word;
   } else {

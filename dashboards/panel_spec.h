@@ -41,6 +41,10 @@ struct PanelSpec {
   std::string top_aggregate;
   // Graphite: the whole target, "{path}" standing for the metric's path ("" otherwise).
   std::string graphite_template;
+  // Prometheus: the whole expression, "{selector}" standing for the metric's series selector,
+  // and its legend ("" otherwise).
+  std::string promql_template;
+  std::string legend;
   std::string unit;  // Grafana unit when not the metric's (a count of hosts made of 0/1 values)
 };
 

@@ -1,10 +1,13 @@
 // Validation of a generated dashboard: its grid, units, datasource references, and targets that
-// reference catalog entries of the shown sensors (Graphite paths, Elasticsearch fields).
+// reference catalog entries of the shown sensors (Graphite paths, Elasticsearch fields,
+// Prometheus metric names and name regexes).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
+#include <cctype>
 #include <optional>
+#include <regex>
 #include <set>
 
 #include "graphite_name.h"
@@ -77,6 +80,67 @@ std::optional<std::string> check_graphite_path(const std::string& path, const Se
   return fmt::format("'{}': no sensor '{}' is shown", path, sensor_name);
 }
 
+// The metric names and name regexes of a PromQL expression: each must be what lmaster's
+// [prometheus] output names a catalog entry of a shown sensor (or lmaster's).
+void check_promql(const std::string& expression, const std::vector<ShownSensor>& known, const std::string& title,
+                  std::vector<std::string>& problems) {
+  std::set<std::string> exact, templates, regexes;
+  std::vector<std::regex> listed;  // sensors with a key list: any key of a pattern
+  for (const auto& sensor : known)
+    for (const auto& entry : sensor.catalog->entries()) {
+      PrometheusName name = prometheus_name_parts(sensor.name, entry.pattern, entry.unit, entry.kind);
+      if (name.regex.empty()) {
+        exact.insert(name.parts.front());
+        continue;
+      }
+      // A repeated panel's name: one variable stands for the items and what lies between them.
+      templates.insert(name.parts.front() + "*" + name.parts.back());
+      regexes.insert(name.regex);
+      if (!sensor.hints.key_list_option.empty()) listed.emplace_back(name.regex);
+    }
+  bool found_name = false;
+  for (std::size_t i = 0; i < expression.size();) {
+    char c = expression[i];
+    if (c == '"') {
+      std::string text;
+      std::size_t j = i + 1;
+      for (; j < expression.size() && expression[j] != '"'; ++j) text += expression[j] == '\\' ? expression[++j] : expression[j];
+      if (std::string_view(expression).substr(0, i).ends_with("__name__=~")) {
+        found_name = true;
+        if (!regexes.count(text))
+          problems.push_back(fmt::format("panel '{}': name regex '{}' is no catalog pattern's", title, text));
+      }
+      i = j + 1;
+      continue;
+    }
+    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_')) {
+      ++i;
+      continue;
+    }
+    std::string token;
+    while (i < expression.size()) {
+      char d = expression[i];
+      if (d == '$' && i + 1 < expression.size() && expression[i + 1] == '{') {
+        auto end = expression.find('}', i);
+        if (end == std::string::npos) break;
+        token += '*';
+        i = end + 1;
+      } else if (std::isalnum(static_cast<unsigned char>(d)) || d == '_' || d == ':') {
+        token += d;
+        ++i;
+      } else {
+        break;
+      }
+    }
+    if (!token.starts_with("fructosa_")) continue;
+    found_name = true;
+    bool ok = token.find('*') != std::string::npos ? templates.count(token) > 0 : exact.count(token) > 0;
+    for (const auto& regex : listed) ok = ok || std::regex_match(token, regex);
+    if (!ok) problems.push_back(fmt::format("panel '{}': '{}' is no metric lmaster sends for a shown sensor", title, token));
+  }
+  if (!found_name) problems.push_back(fmt::format("panel '{}': expression '{}' names no metric", title, expression));
+}
+
 struct Box {
   int x, y, w, h;
 };
@@ -117,6 +181,10 @@ std::vector<std::string> validate_dashboard(const json& dashboard, const Setting
     for (const auto& target : panel["targets"]) {
       if (target["datasource"].value("uid", std::string()) != kDatasourceVariable)
         problems.push_back(fmt::format("panel '{}': a target does not use the datasource variable", title));
+      if (target.contains("expr")) {
+        check_promql(target["expr"].get<std::string>(), known, title, problems);
+        continue;
+      }
       if (target.contains("target")) {
         auto paths = graphite_paths(target["target"].get<std::string>());
         if (paths.empty()) problems.push_back(fmt::format("panel '{}': a target names no metric", title));

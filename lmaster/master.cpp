@@ -18,6 +18,8 @@
 #include "logging.h"
 #include "master_catalog.h"
 #include "master_config.h"
+#include "metrics_endpoint.h"
+#include "metrics_exposition.h"
 #include "output_runner.h"
 #include "service_notify.h"
 #include "journal.h"
@@ -90,6 +92,15 @@ class Master {
       control.bind(control_endpoint(config_));
     } catch (const zmq::error_t& error) {
       spdlog::warn("`lmaster ctl` is unavailable: cannot bind {}: {}", control_endpoint(config_), error.what());
+    }
+    if (!config_.metrics_listen.empty()) {
+      try {
+        metrics_ = std::make_unique<MetricsEndpoint>(config_.metrics_listen);
+      } catch (const std::runtime_error& error) {
+        throw std::runtime_error(fmt::format("{}: [lmaster] {}", config_path_, error.what()));
+      }
+      metrics_->publish(metrics_exposition(stats_sample(std::chrono::system_clock::now())));
+      spdlog::info("serving lmaster's metrics on {}", metrics_->url());
     }
     spdlog::info("lmaster {} listening on {}; outputs: {}", FRUCTOSA_VERSION, endpoints, output_names());
     ready();
@@ -300,6 +311,12 @@ class Master {
   }
 
   void report_stats(std::chrono::system_clock::time_point when) {
+    Sample sample = stats_sample(when);
+    if (metrics_) metrics_->publish(metrics_exposition(sample));
+    pending_.push_back(std::move(sample));
+  }
+
+  Sample stats_sample(std::chrono::system_clock::time_point when) const {
     Sample sample;
     sample.host = own_host_;
     sample.sensor = kOwnSensor;
@@ -327,7 +344,7 @@ class Master {
       add(runner->name() + ".queued", static_cast<double>(stats.queued_points));
     }
     if (journal_) add("journal.bytes", static_cast<double>(journal_->bytes()));
-    pending_.push_back(std::move(sample));
+    return sample;
   }
 
   void reopen() {
@@ -561,6 +578,7 @@ class Master {
   std::map<std::string, Peer> peers_;
   std::unique_ptr<AgentRegistry> registry_;  // every agent ever heard, up or down
   ZapHandler* curve_ = nullptr;               // null unless [lmaster] curve = true
+  std::unique_ptr<MetricsEndpoint> metrics_;  // null unless [lmaster] metrics_listen
   SequenceMarks last_sequence_;  // committed; rebuilt from the journal at start
 };
 

@@ -13,6 +13,7 @@
 #include "daemon.h"
 #include "localhost_name.h"
 #include "logging.h"
+#include "metrics_exposition.h"
 #include "outputs/elasticsearch_output.h"
 #include "outputs/graphite_output.h"
 #include "outputs/hdf5_output.h"
@@ -108,6 +109,10 @@ const OptionTable& master_options() {
                "down: a log line, agent.<host>.up = 0 in the lmaster sensor, and `lmaster "
                "status` says so (agents send a heartbeat every 5 s when idle)",
        .min = 1},
+      {.name = "metrics_listen", .type = OptionType::text, .default_value = "",
+       .help = "HOST:PORT where lmaster serves its own health (agents up, points received, each "
+               "output's sent/retried/dropped/queued, journal bytes) as Prometheus metrics on "
+               "GET /metrics for a scrape, e.g. 127.0.0.1:9108; empty: off"},
       {.name = "curve", .type = OptionType::boolean, .default_value = "false",
        .help = "encrypt and authenticate the agents' connections with ZeroMQ CURVE: only agents whose "
                "public key is in curve_allowed_keys_dir get in (docs/security.md)"},
@@ -241,6 +246,18 @@ MasterConfig load_master_config(const std::string& path) {
   config.journal_max_bytes = static_cast<std::uint64_t>(master.get_int("journal_max_bytes"));
   config.stats_interval = master.get_real("stats_interval");
   config.agent_timeout = master.get_real("agent_timeout");
+  config.metrics_listen = master.get_text("metrics_listen");
+  if (std::string host; !config.metrics_listen.empty()) {
+    unsigned port = 0;
+    if (!split_listen_address(config.metrics_listen, host, port)) {
+      const IniSection* section = file.find("lmaster");
+      const IniEntry* entry = nullptr;
+      for (const auto& candidate : section->entries)
+        if (candidate.key == "metrics_listen") entry = &candidate;
+      throw ConfigError(fmt::format("{}: '{}' is not HOST:PORT (127.0.0.1:9108, [::1]:9108)",
+                                    file.where(*section, entry), config.metrics_listen));
+    }
+  }
   config.curve = master.get_bool("curve");
   config.curve_secret_key_file = master.get_text("curve_secret_key_file");
   config.curve_allowed_keys_dir = master.get_text("curve_allowed_keys_dir");

@@ -26,6 +26,7 @@ struct MasterConfig {
   std::uint64_t journal_max_bytes = 0;  // disk budget of the journal; 0: no journal (acks from memory)
   double stats_interval = 10;           // seconds between two samples of the `lmaster` sensor
   double agent_timeout = 15;            // seconds of silence before an agent counts as down
+  std::string metrics_listen;           // HOST:PORT of GET /metrics (lmaster's own health); "": off
   // CURVE (docs/security.md): off by default; on, only agents whose public key is a *.pub file
   // in curve_allowed_keys_dir get in. The master's key pair is read at load (Z85 text).
   bool curve = false;

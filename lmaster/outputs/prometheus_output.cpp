@@ -130,9 +130,8 @@ void PrometheusOutput::reopen() {
 
 const PrometheusOutput::Name& PrometheusOutput::name_of(const std::string& sensor, const std::string& key,
                                                         bool log_unknown) {
-  std::string lookup;
-  lookup.reserve(sensor.size() + key.size() + 1);
-  lookup.append(sensor).append(1, '\x1f').append(key);
+  std::string& lookup = name_lookup_;
+  lookup.assign(sensor).append(1, '\x1f').append(key);
   auto found = names_.find(lookup);
   if (found != names_.end() && found->second.from_catalog) return found->second;
   auto info = infos_.find(sensor, key);
@@ -146,7 +145,7 @@ const PrometheusOutput::Name& PrometheusOutput::name_of(const std::string& senso
       spdlog::warn("prometheus: no agent described {} key {:?}: sent as {} (no unit, a gauge){}", sensor, key,
                    name.metric, held_back ? fmt::format(" ({} similar held back)", held_back) : "");
   }
-  return names_.insert_or_assign(std::move(lookup), std::move(name)).first->second;
+  return names_.insert_or_assign(lookup, std::move(name)).first->second;
 }
 
 bool PrometheusOutput::catalog_known(const Sample& sample) {
@@ -175,8 +174,8 @@ void PrometheusOutput::collect_points(std::span<const Sample> samples) {
         Series& fresh = series_[series_used_++];
         fresh.labels = scratch_labels_;
         fresh.hash = hash;
-        auto sent = last_sent_.find(hash);
-        fresh.sent_ms = sent == last_sent_.end() ? std::numeric_limits<std::int64_t>::min() : sent->second;
+        auto* sent = last_sent_.find(hash);
+        fresh.sent_ms = sent ? sent->second : std::numeric_limits<std::int64_t>::min();
         fresh.last_ms = fresh.sent_ms;
         fresh.layers = 0;
         fresh.last_sample = 0;
@@ -264,7 +263,7 @@ PrometheusOutput::Sent PrometheusOutput::send_points(std::span<const Point> poin
 
 void PrometheusOutput::forget_old_series() {
   if (last_sent_.size() < 2 * std::max<std::size_t>(last_sent_size_after_prune_, 100000)) return;
-  std::erase_if(last_sent_, [&](const auto& entry) { return entry.second < newest_ms_ - kForgetAfterMs; });
+  last_sent_.erase_if([&](const auto& entry) { return entry.second < newest_ms_ - kForgetAfterMs; });
   last_sent_size_after_prune_ = last_sent_.size();
 }
 

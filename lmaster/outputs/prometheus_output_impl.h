@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_hash_map.h"
 #include "prometheus_output.h"
 
 namespace fructosa::master::prometheus {
@@ -127,15 +128,16 @@ class PrometheusOutput final : public Output {
   std::string response_body_;
 
   std::unordered_map<std::string, Name> names_;  // "<sensor>\x1f<key>"
+  std::string name_lookup_;                      // names_'s key being looked up (its memory reused)
   // Newest time (ms) sent or given up per series hash: a point not newer is not sent again.
-  std::unordered_map<std::uint64_t, std::int64_t> last_sent_;
+  FlatHashMap<std::int64_t> last_sent_;
   std::size_t last_sent_size_after_prune_ = 0;
   std::int64_t newest_ms_ = 0;
 
   // The current write(): reused from call to call.
   std::vector<Series> series_;
   std::size_t series_used_ = 0;
-  std::unordered_map<std::uint64_t, std::uint32_t> series_index_;
+  FlatHashMap<std::uint32_t> series_index_;
   std::vector<Point> points_;
   std::vector<Point> ordered_;
   std::vector<PrometheusLabel> scratch_labels_;

@@ -1,9 +1,11 @@
-"""Smoke test of the master benchmark (bench/master_throughput.py, master_load, carbon_sink).
+"""Smoke test of the master benchmark (bench/master_throughput.py, master_load, carbon_sink,
+remote_write_sink).
 
 Never on speed: it checks that the benchmark runs end to end and prints its figures, that every
 point lmaster acknowledged reached the counting sink (through the Graphite output) exactly once,
-and that carbon_sink counts pickle frames written by Python's own pickle (memo references
-included) and plaintext lines exactly.
+also through the Prometheus output to remote_write_sink (--prometheus), and that carbon_sink
+counts pickle frames written by Python's own pickle (memo references included) and plaintext
+lines exactly.
 """
 import json
 import os
@@ -20,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench", "master_throughput.py")
 MASTER_LOAD = os.environ.get("MASTER_LOAD", "master_load")
 CARBON_SINK = os.environ.get("CARBON_SINK", "carbon_sink")
+REMOTE_WRITE_SINK = os.environ.get("REMOTE_WRITE_SINK", "remote_write_sink")
 
 
 class CarbonSinkTest(FructosaTestCase):
@@ -96,6 +99,28 @@ class MasterThroughputTest(FructosaTestCase):
         self.assertEqual(relay["offered_points_per_s"], 20000)
         self.assertGreater(relay["points_sent"], 0)
         self.assertGreater(relay["points_at_sink"], 0)
+
+    def test_the_prometheus_output_delivers_every_point_next_to_graphite(self):
+        # Paced (one batch per agent every 0.2 s): flat out, an agent's batches can share a
+        # millisecond, and a series cannot hold two points of one millisecond in Prometheus.
+        result_path = self.path("result.json")
+        run = subprocess.run(
+            ["/usr/bin/python3", SCRIPT, "--lmaster", LMASTER, "--master-load", MASTER_LOAD, "--carbon-sink",
+             CARBON_SINK, "--remote-write-sink", REMOTE_WRITE_SINK, "--lmaster-only", "--prometheus", "--no-hdf5",
+             "--agents", "10", "--seconds", "3", "--warmup", "1", "--interval", "0.2", "--json", result_path],
+            capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+        for figure in ("output graphite: sink", "output prometheus: sink", "ns per point", "command: "):
+            self.assertIn(figure, run.stdout)
+        with open(result_path) as f:
+            lmaster = json.load(f)["lmaster"]
+        self.assertGreater(lmaster["points_acked"], 0)
+        self.assertEqual(lmaster["difference"], 0)
+        prometheus = lmaster["outputs"]["prometheus"]
+        self.assertEqual(prometheus["points_at_sink"], lmaster["points_acked"], run.stdout)
+        self.assertEqual(prometheus["bad_requests"], 0)
+        self.assertGreater(prometheus["requests"], 0)
+        self.assertIsNotNone(lmaster["outputs"]["graphite"]["thread_cpu_ns_per_point"])
 
 
 if __name__ == "__main__":

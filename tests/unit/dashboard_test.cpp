@@ -87,7 +87,7 @@ TEST(DashboardUnits, EveryCatalogUnitHasAGrafanaUnitAsValueAndAsRate) {
 }
 
 TEST(DashboardStructure, EveryDashboardOfEverySensorIsValid) {
-  for (Datasource datasource : {Datasource::graphite, Datasource::elasticsearch}) {
+  for (Datasource datasource : {Datasource::graphite, Datasource::elasticsearch, Datasource::prometheus}) {
     for (std::string prefix : {"", "cluster.a"}) {
       Settings settings;
       settings.datasource = datasource;
@@ -290,6 +290,9 @@ TEST(DashboardGolden, MatchesTheFiles) {
       {"graphite-prefix-node01.json", Datasource::graphite, DashboardKind::node, "site.a", "node01.cluster.example"},
       {"elasticsearch-node.json", Datasource::elasticsearch, DashboardKind::node, "", ""},
       {"elasticsearch-cluster.json", Datasource::elasticsearch, DashboardKind::cluster, "", ""},
+      {"prometheus-node.json", Datasource::prometheus, DashboardKind::node, "", ""},
+      {"prometheus-job.json", Datasource::prometheus, DashboardKind::job, "", ""},
+      {"prometheus-cluster.json", Datasource::prometheus, DashboardKind::cluster, "", ""},
   };
   bool update = std::getenv("FRUCTOSA_UPDATE_GOLDENS") != nullptr;
   for (const auto& golden : cases) {
