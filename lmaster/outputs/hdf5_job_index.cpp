@@ -100,7 +100,8 @@ Handle put_strings(const std::string& path, hid_t group, const std::string& link
   if (!values.empty()) {
     std::vector<char> rows(values.size() * width, '\0');
     for (std::size_t i = 0; i < values.size(); ++i)
-      std::memcpy(rows.data() + i * width, values[i].data(), values[i].size());
+      if (!values[i].empty())  // an empty view's data() may be null, which memcpy must not get
+        std::memcpy(rows.data() + i * width, values[i].data(), values[i].size());
     append(path, dataset.get(), type.get(), rows.data(), 0, values.size(), dataset_where);
   }
   return dataset;
