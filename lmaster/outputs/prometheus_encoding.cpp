@@ -1,16 +1,16 @@
 // What the Prometheus output puts on the wire: the labels of a point's series, the WriteRequest
-// (generated from prometheus_remote_write.proto by Debian's protoc), its snappy block, and how
+// (the protobuf bytes of prometheus_remote_write.proto's messages), its snappy block, and how
 // a refusal reads.
 #include <snappy.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "prometheus_output_impl.h"
 #include "prometheus_name.h"
-#include "prometheus_remote_write.pb.h"
 
 namespace fructosa::master {
 
@@ -81,9 +81,52 @@ void prometheus_series_labels(const Sample& sample, std::string_view key,
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
 }
 
+namespace {
+
+// Protobuf wire format: a field's tag is (number << 3 | wire type); 0 varint, 1 64-bit,
+// 2 length-delimited. Proto3 leaves out a field at its default (0, empty).
+constexpr char kLengthDelimited1 = 0x0a, kLengthDelimited2 = 0x12, kFixed64_1 = 0x09, kVarint2 = 0x10;
+
+std::size_t varint_size(std::uint64_t value) {
+  std::size_t size = 1;
+  for (; value >= 0x80; value >>= 7) ++size;
+  return size;
+}
+
+char* put_varint(char* at, std::uint64_t value) {
+  for (; value >= 0x80; value >>= 7) *at++ = static_cast<char>(value | 0x80);
+  *at++ = static_cast<char>(value);
+  return at;
+}
+
+void append_varint(std::string& out, std::uint64_t value) {
+  char bytes[10];
+  out.append(bytes, put_varint(bytes, value));
+}
+
+void append_field(std::string& out, char tag, std::string_view bytes) {
+  if (bytes.empty()) return;
+  out += tag;
+  append_varint(out, bytes.size());
+  out += bytes;
+}
+
+}  // namespace
+
+void prometheus_encode_labels(const std::vector<PrometheusLabel>& labels, std::string& out) {
+  for (const auto& label : labels) {
+    auto field_size = [](std::size_t n) { return n ? 1 + varint_size(n) + n : 0; };
+    out += kLengthDelimited1;  // TimeSeries.labels
+    append_varint(out, field_size(label.name.size()) + field_size(label.value.size()));
+    append_field(out, kLengthDelimited1, label.name);   // Label.name
+    append_field(out, kLengthDelimited2, label.value);  // Label.value
+  }
+}
+
 struct PrometheusRequest::Impl {
-  prompb::WriteRequest request;
-  std::string serialized;
+  std::string bytes;  // the WriteRequest: bytes[0, used)
+  std::size_t used = 0;
+  std::string labels;  // add()'s encoded labels
   std::string body;
 };
 
@@ -91,32 +134,54 @@ PrometheusRequest::PrometheusRequest() : impl_(std::make_unique<Impl>()) {}
 PrometheusRequest::~PrometheusRequest() = default;
 
 void PrometheusRequest::clear() {
-  impl_->request.Clear();  // keeps the cleared messages for reuse
+  impl_->used = 0;
   points_ = 0;
 }
 
 void PrometheusRequest::add(const std::vector<PrometheusLabel>& labels, std::int64_t time_ms, double value) {
-  auto* series = impl_->request.add_timeseries();
-  for (const auto& label : labels) {
-    auto* added = series->add_labels();
-    added->set_name(label.name);
-    added->set_value(label.value);
-  }
-  auto* sample = series->add_samples();
+  impl_->labels.clear();
+  prometheus_encode_labels(labels, impl_->labels);
+  add_encoded(impl_->labels, time_ms, value);
+}
+
+void PrometheusRequest::add_encoded(std::string_view labels, std::int64_t time_ms, double value) {
   // Prometheus reads one NaN bit pattern as its staleness marker: send every NaN as the plain one.
-  sample->set_value(value != value ? std::numeric_limits<double>::quiet_NaN() : value);
-  sample->set_timestamp(time_ms);
+  if (value != value) value = std::numeric_limits<double>::quiet_NaN();
+  std::uint64_t value_bits;
+  std::memcpy(&value_bits, &value, sizeof value);
+  auto time_bits = static_cast<std::uint64_t>(time_ms);
+  std::size_t sample_size = (value_bits ? 9 : 0) + (time_bits ? 1 + varint_size(time_bits) : 0);
+  std::size_t series_size = labels.size() + 2 + sample_size;  // a Sample is under 128 bytes
+  std::string& bytes = impl_->bytes;
+  if (bytes.size() < impl_->used + series_size + 11) bytes.resize(2 * (impl_->used + series_size + 11));
+  char* at = bytes.data() + impl_->used;
+  *at++ = kLengthDelimited1;  // WriteRequest.timeseries
+  at = put_varint(at, series_size);
+  std::memcpy(at, labels.data(), labels.size());
+  at += labels.size();
+  *at++ = kLengthDelimited2;  // TimeSeries.samples
+  *at++ = static_cast<char>(sample_size);
+  if (value_bits) {
+    *at++ = kFixed64_1;  // Sample.value, little-endian
+    for (int i = 0; i < 8; ++i) *at++ = static_cast<char>(value_bits >> (8 * i));
+  }
+  if (time_bits) {
+    *at++ = kVarint2;  // Sample.timestamp
+    at = put_varint(at, time_bits);
+  }
+  impl_->used = static_cast<std::size_t>(at - bytes.data());
   ++points_;
 }
 
-std::string PrometheusRequest::serialized() const { return impl_->request.SerializeAsString(); }
+std::string PrometheusRequest::serialized() const { return impl_->bytes.substr(0, impl_->used); }
 
 const std::string& PrometheusRequest::body() {
-  impl_->serialized.clear();
-  impl_->request.SerializeToString(&impl_->serialized);
-  impl_->body.clear();
-  snappy::Compress(impl_->serialized.data(), impl_->serialized.size(), &impl_->body);
-  return impl_->body;
+  std::string& body = impl_->body;
+  body.resize(snappy::MaxCompressedLength(impl_->used));
+  std::size_t size = 0;
+  snappy::RawCompress(impl_->bytes.data(), impl_->used, body.data(), &size);
+  body.resize(size);
+  return body;
 }
 
 namespace {

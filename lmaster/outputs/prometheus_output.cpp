@@ -1,6 +1,6 @@
 // The Prometheus output (docs/prometheus.md): its options and their checks, and the Output
-// adapter: names from the catalog, the series of each point, the order the points leave in,
-// the requests, and what a failure leaves for the runner to send again. The rest of
+// adapter: the points of a write, the order they leave in, the requests, and what a failure
+// leaves for the runner to send again. The rest of
 // PrometheusOutput is declared in prometheus_output_impl.h, which says where each part lives.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -45,19 +45,6 @@ std::string checked_url(const std::string& text) {
   return shown;
 }
 
-std::uint64_t hash_labels(const std::vector<PrometheusLabel>& labels) {
-  std::uint64_t hash = 14695981039346656037ull;  // FNV-1a
-  auto mix = [&](std::string_view text, unsigned char end) {
-    for (char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    hash = (hash ^ end) * 1099511628211ull;  // bytes no label has: "a","bc" differs from "ab","c"
-  };
-  for (const auto& label : labels) {
-    mix(label.name, 0xff);
-    mix(label.value, 0xfe);
-  }
-  return hash;
-}
-
 std::int64_t milliseconds(std::int64_t time_ns) {
   std::int64_t ms = time_ns / 1'000'000;
   return time_ns % 1'000'000 < 0 ? ms - 1 : ms;  // floor, also before 1970
@@ -69,10 +56,6 @@ std::string snippet(const std::string& body) {
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text.empty() ? "empty body" : text;
 }
-
-// How long the last_sent map remembers a series nobody sends any more (a finished job's):
-// longer than Prometheus keeps a series writable (its head block, 2 to 3 hours).
-constexpr std::int64_t kForgetAfterMs = 4 * 3600 * 1000;
 
 }  // namespace
 
@@ -128,59 +111,38 @@ void PrometheusOutput::reopen() {
   open_handle();
 }
 
-const PrometheusOutput::Name& PrometheusOutput::name_of(const std::string& sensor, const std::string& key,
-                                                        bool log_unknown) {
-  std::string& lookup = name_lookup_;
-  lookup.assign(sensor).append(1, '\x1f').append(key);
-  auto found = names_.find(lookup);
-  if (found != names_.end() && found->second.from_catalog) return found->second;
-  auto info = infos_.find(sensor, key);
-  Name name;
-  if (info) {
-    name = {prometheus_metric_name(sensor, key, info->unit, info->kind), true};
-  } else {
-    name = {prometheus_metric_name(sensor, key, "", Kind::gauge), false};
-    std::uint64_t held_back = 0;
-    if (log_unknown && found == names_.end() && unknown_log_.ready(held_back))
-      spdlog::warn("prometheus: no agent described {} key {:?}: sent as {} (no unit, a gauge){}", sensor, key,
-                   name.metric, held_back ? fmt::format(" ({} similar held back)", held_back) : "");
-  }
-  return names_.insert_or_assign(lookup, std::move(name)).first->second;
-}
-
-bool PrometheusOutput::catalog_known(const Sample& sample) {
-  for (const auto& metric : sample.metrics)
-    if (!name_of(sample.sensor, metric.key, false).from_catalog) return false;
-  return true;
-}
-
-// Fills points_ with what `samples` has to send, each with its series and its layer: the
-// layer-th point of its series in this write. A request holds points of one layer only.
-void PrometheusOutput::collect_points(std::span<const Sample> samples) {
-  series_used_ = 0;
-  series_index_.clear();
+// Fills points_ with what the samples that can go now have to send, each with its series and
+// its layer: the layer-th point of its series in this write (a request holds points of one
+// layer only). Returns how many samples can go: during catalog_wait, those before the first
+// with a key no agent has described yet.
+std::size_t PrometheusOutput::collect_points(std::span<const Sample> samples) {
+  if (++write_count_ == 0) ++write_count_;
+  find_series(samples);
   points_.clear();
+  const bool waiting = Clock::now() < catalog_deadline_;
   std::uint64_t collisions = 0, backwards = 0;
   std::string example;
+  std::size_t ready = samples.size();
+  std::size_t p = 0;
   for (std::uint32_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
+    if (waiting && std::any_of(found_.begin() + p, found_.begin() + p + sample.metrics.size(),
+                               [](std::uint32_t found) { return found & kNotFinal; })) {
+      ready = i;
+      break;
+    }
     const std::int64_t ms = milliseconds(sample.time_ns);
     for (const auto& metric : sample.metrics) {
-      prometheus_series_labels(sample, metric.key, name_of(sample.sensor, metric.key, true).metric, scratch_labels_);
-      std::uint64_t hash = hash_labels(scratch_labels_);
-      auto [at, inserted] = series_index_.try_emplace(hash, static_cast<std::uint32_t>(series_used_));
-      if (inserted) {
-        if (series_used_ == series_.size()) series_.emplace_back();
-        Series& fresh = series_[series_used_++];
-        fresh.labels = scratch_labels_;
-        fresh.hash = hash;
-        auto* sent = last_sent_.find(hash);
-        fresh.sent_ms = sent ? sent->second : std::numeric_limits<std::int64_t>::min();
-        fresh.last_ms = fresh.sent_ms;
-        fresh.layers = 0;
-        fresh.last_sample = 0;
+      if (p + 8 < found_.size()) __builtin_prefetch(&series_[found_[p + 8] & ~kNotFinal]);
+      std::uint32_t id = found_[p++];
+      if (id & kNotFinal) warn_unknown(sample, metric.key), id &= ~kNotFinal;
+      Series& series = series_[id];
+      if (series.write != write_count_) {
+        series.write = write_count_;
+        series.last_ms = series.sent_ms;
+        series.layers = 0;
+        series.last_sample = 0;
       }
-      Series& series = series_[at->second];
       if (series.last_sample == i + 1) {  // two keys of one sample named alike ("a.b", "a_b")
         ++collisions;
         if (example.empty()) example = fmt::format("{} key {:?} of {}", sample.sensor, metric.key, sample.host);
@@ -194,10 +156,10 @@ void PrometheusOutput::collect_points(std::span<const Sample> samples) {
         continue;
       }
       series.last_ms = ms;
-      points_.push_back(Point{i, at->second, series.layers++, ms, metric.value});
+      points_.push_back(Point{i, id, series.layers++, ms, metric.value});
     }
   }
-  if (collisions + backwards == 0) return;
+  if (collisions + backwards == 0) return ready;
   counters_.dropped += collisions + backwards;
   std::uint64_t held_back = 0;
   if (refused_log_.ready(held_back))
@@ -205,33 +167,30 @@ void PrometheusOutput::collect_points(std::span<const Sample> samples) {
                   "named alike) and {} not newer than their series' last one, e.g. {}{}",
                   collisions, backwards, example,
                   held_back ? fmt::format(" ({} similar held back)", held_back) : "");
-}
-
-void PrometheusOutput::settle(std::span<const Point> points) {
-  for (const auto& point : points) {
-    auto& last = last_sent_[series_[point.series].hash];
-    last = std::max(last, point.ms);
-    newest_ms_ = std::max(newest_ms_, point.ms);
-  }
+  return ready;
 }
 
 void PrometheusOutput::drop(std::span<const Point> points, const std::string& why) {
   counters_.dropped += points.size();
   settle(points);  // given up: not sent again
   std::uint64_t held_back = 0;
-  if (refused_log_.ready(held_back)) {
-    std::string example;
-    for (const auto& label : series_[points.front().series].labels)
-      example += fmt::format("{}{}={:?}", example.empty() ? "" : ", ", label.name, label.value);
+  if (refused_log_.ready(held_back))
     spdlog::error("prometheus {}: refused {} points for good (e.g. {{{}}} at {} ms): {}{}", shown_url_,
-                  points.size(), example, points.front().ms, why,
+                  points.size(), shown_labels(series_[points.front().series]), points.front().ms, why,
                   held_back ? fmt::format(" ({} similar held back)", held_back) : "");
-  }
 }
 
 PrometheusOutput::Sent PrometheusOutput::send_points(std::span<const Point> points, std::string& failure) {
   request_.clear();
-  for (const auto& point : points) request_.add(series_[point.series].labels, point.ms, point.value);
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    // The series a few points ahead, then its labels: both are random reads from large tables.
+    if (k + 16 < points.size()) __builtin_prefetch(&series_[points[k + 16].series]);
+    if (k + 8 < points.size()) {
+      const Series& ahead = series_[points[k + 8].series];
+      for (std::size_t line = 0; line < ahead.labels_size; line += 64) __builtin_prefetch(&labels_[ahead.labels_at + line]);
+    }
+    request_.add_encoded(labels_of(series_[points[k].series]), points[k].ms, points[k].value);
+  }
   Response response;
   try {
     response = post(request_.body());
@@ -261,27 +220,14 @@ PrometheusOutput::Sent PrometheusOutput::send_points(std::span<const Point> poin
   return Sent::done;
 }
 
-void PrometheusOutput::forget_old_series() {
-  if (last_sent_.size() < 2 * std::max<std::size_t>(last_sent_size_after_prune_, 100000)) return;
-  last_sent_.erase_if([&](const auto& entry) { return entry.second < newest_ms_ - kForgetAfterMs; });
-  last_sent_size_after_prune_ = last_sent_.size();
-}
-
 void PrometheusOutput::write(std::span<const Sample> samples) {
   if (samples.empty()) return;
   // After a restart lmaster replays its journal before the agents have reconnected and described
   // their keys again: samples wait (catalog_wait) rather than go out under a name without unit.
-  std::size_t ready = samples.size();
-  if (Clock::now() < catalog_deadline_)
-    for (std::size_t i = 0; i < samples.size(); ++i)
-      if (!catalog_known(samples[i])) {
-        ready = i;
-        break;
-      }
+  std::size_t ready = collect_points(samples);
   std::vector<std::size_t> undelivered;
   std::string failure;
   if (ready > 0) {
-    collect_points(samples.first(ready));
     // By layer, a stable counting sort: every series' points leave oldest first.
     std::vector<std::size_t> starts;
     for (const auto& point : points_) {
@@ -299,7 +245,7 @@ void PrometheusOutput::write(std::span<const Sample> samples) {
         ++end;
       if (send_points(std::span(ordered_).subspan(at, end - at), failure) == Sent::temporary_failure) {
         // This request and every later one wait, whole samples: the points of theirs that did go
-        // out are not sent again (last_sent_).
+        // out are not sent again (their series' sent_ms).
         for (std::size_t k = at; k < ordered_.size(); ++k) undelivered.push_back(ordered_[k].sample);
         break;
       }

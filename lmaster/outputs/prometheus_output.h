@@ -42,8 +42,12 @@ struct PrometheusLabel {
 void prometheus_series_labels(const Sample& sample, std::string_view key,
                               const std::string& metric_name, std::vector<PrometheusLabel>& out);
 
-// One WriteRequest being put together; reused from request to request (the protobuf objects
-// keep their memory).
+// Appends the protobuf bytes of `labels` as TimeSeries.labels fields (what a series sends with
+// each of its points, encoded once).
+void prometheus_encode_labels(const std::vector<PrometheusLabel>& labels, std::string& out);
+
+// One WriteRequest being put together, its protobuf bytes written directly (the .proto is the
+// schema); reused from request to request (its buffers keep their memory).
 class PrometheusRequest {
  public:
   PrometheusRequest();
@@ -54,6 +58,8 @@ class PrometheusRequest {
   void clear();
   // One series with one sample (`time_ms` since the epoch). `labels` sorted by name.
   void add(const std::vector<PrometheusLabel>& labels, std::int64_t time_ms, double value);
+  // The same with `labels` given as prometheus_encode_labels wrote them.
+  void add_encoded(std::string_view labels, std::int64_t time_ms, double value);
   std::size_t points() const { return points_; }
   // The protobuf bytes of the WriteRequest.
   std::string serialized() const;

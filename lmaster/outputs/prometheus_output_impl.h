@@ -1,8 +1,8 @@
 // The Prometheus output's internals (included only by lmaster/outputs/prometheus_*.cpp):
 // PrometheusOutput, whose member functions are defined by responsibility:
-// prometheus_output.cpp (options, construction, reopen, write: names, series, order, requests,
-// what a failure leaves undelivered) and prometheus_transport.cpp (the libcurl handle and one
-// POST). The encoding (labels, the WriteRequest, snappy) is prometheus_encoding.cpp.
+// prometheus_output.cpp (options, construction, reopen, write: order, requests, what a failure
+// leaves undelivered), prometheus_series.cpp (names, the series cache) and
+// prometheus_transport.cpp (the libcurl handle and one POST). The encoding (labels, the WriteRequest, snappy) is prometheus_encoding.cpp.
 #pragma once
 
 #include <curl/curl.h>
@@ -76,15 +76,20 @@ class PrometheusOutput final : public Output {
   struct Name {
     std::string metric;
     bool from_catalog = false;
+    bool warned = false;  // logged as sent without the catalog's unit and kind
   };
-  // A series met in the current write(): its labels and where its points go.
-  struct Series {
-    std::vector<PrometheusLabel> labels;
-    std::uint64_t hash = 0;
-    std::int64_t sent_ms = 0;      // newest point sent (or given up) by an earlier write
-    std::int64_t last_ms = 0;      // newest point taken in this write, or sent_ms
-    std::uint32_t layers = 0;      // points taken in this write
-    std::uint32_t last_sample = 0;  // the sample that gave the newest point + 1
+  // A series (its label set), kept across writes: one cache line, the fields collect_points
+  // reads first.
+  struct alignas(64) Series {
+    std::int64_t sent_ms;          // newest point sent (or given up)
+    std::int64_t last_ms;          // newest point taken in write number `write`, or sent_ms
+    std::uint32_t layers;          // points taken in that write
+    std::uint32_t last_sample;     // the sample of that write that gave the newest point + 1
+    std::uint32_t write;
+    std::uint32_t labels_size;
+    std::uint64_t labels_at;       // its encoded labels in labels_
+    std::uint64_t hash;            // of its labels
+    bool from_catalog;
   };
   struct Point {
     std::uint32_t sample;
@@ -94,14 +99,23 @@ class PrometheusOutput final : public Output {
     double value;
   };
   enum class Sent { done, temporary_failure };
+  static constexpr std::uint32_t kNotFinal = 0x80000000u;  // in found_ and by_source_
 
   // prometheus_output.cpp
-  const Name& name_of(const std::string& sensor, const std::string& key, bool log_unknown);
-  bool catalog_known(const Sample& sample);
-  void collect_points(std::span<const Sample> samples);
+  std::size_t collect_points(std::span<const Sample> samples);
   Sent send_points(std::span<const Point> points, std::string& failure);
-  void settle(std::span<const Point> points);
   void drop(std::span<const Point> points, const std::string& why);
+
+  // prometheus_series.cpp
+  Name& name_of(const std::string& sensor, const std::string& key);
+  void warn_unknown(const Sample& sample, const std::string& key);
+  void find_series(std::span<const Sample> samples);
+  std::uint32_t add_series(const Sample& sample, const std::string& key, std::uint64_t source);
+  std::string_view labels_of(const Series& series) const {
+    return std::string_view(labels_.data() + series.labels_at, series.labels_size);
+  }
+  std::string shown_labels(const Series& series) const;
+  void settle(std::span<const Point> points);
   void forget_old_series();
 
   // prometheus_transport.cpp
@@ -129,18 +143,24 @@ class PrometheusOutput final : public Output {
 
   std::unordered_map<std::string, Name> names_;  // "<sensor>\x1f<key>"
   std::string name_lookup_;                      // names_'s key being looked up (its memory reused)
-  // Newest time (ms) sent or given up per series hash: a point not newer is not sent again.
-  FlatHashMap<std::int64_t> last_sent_;
-  std::size_t last_sent_size_after_prune_ = 0;
+  // Every series met (not sent for kForgetAfterMs: forgotten), found by the hash of its labels,
+  // and, without building them, by the hash of what gives them (host, sensor, job, the
+  // sample's item labels, key): its "source". Several sources may give one series.
+  std::vector<Series> series_;
+  std::vector<char> labels_;
+  FlatHashMap<std::uint32_t> by_labels_;
+  FlatHashMap<std::uint32_t> by_source_;
+  std::size_t series_after_prune_ = 0;
   std::int64_t newest_ms_ = 0;
+  std::uint32_t write_count_ = 0;
 
   // The current write(): reused from call to call.
-  std::vector<Series> series_;
-  std::size_t series_used_ = 0;
-  FlatHashMap<std::uint32_t> series_index_;
+  std::vector<std::uint64_t> sources_;  // per point
+  std::vector<std::uint32_t> found_;    // per point: its series
   std::vector<Point> points_;
   std::vector<Point> ordered_;
   std::vector<PrometheusLabel> scratch_labels_;
+  std::string scratch_bytes_;
   PrometheusRequest request_;
 
   LogLimiter refused_log_, unknown_log_;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -145,6 +146,45 @@ TEST(PrometheusEncoding, WriteRequestMatchesTheKnownGoodBytes) {
   EXPECT_TRUE(std::isnan(sent));
   EXPECT_NE(sent_bits, stale_bits);
   EXPECT_EQ(parsed.timeseries(0).samples(0).timestamp(), -5);
+}
+
+// The encoder writes the wire bytes itself: the same bytes as the generated code's, for long
+// fields (varints of several bytes), zero and negative values and times, empty requests.
+TEST(PrometheusEncoding, DirectBytesEqualTheGeneratedCodes) {
+  std::vector<std::vector<PrometheusLabel>> label_sets = {
+      {{"__name__", "m"}},
+      {{"__name__", std::string(300, 'n')}, {"host", "node07"}, {"uuid", std::string(20000, 'u')}},
+      {{"__name__", "x"}, {"a", "\xef\xbf\xbd"}}};
+  std::vector<std::pair<std::int64_t, double>> points = {
+      {0, 0.0}, {-1, -0.0}, {1'700'000'000'123, 42.5}, {std::numeric_limits<std::int64_t>::min(), -1e300},
+      {std::numeric_limits<std::int64_t>::max(), std::numeric_limits<double>::infinity()}};
+  PrometheusRequest request;
+  fructosa::prompb::WriteRequest expected;
+  for (const auto& labels : label_sets)
+    for (const auto& [ms, value] : points) {
+      std::string encoded;
+      prometheus_encode_labels(labels, encoded);
+      request.add_encoded(encoded, ms, value);
+      auto* series = expected.add_timeseries();
+      for (const auto& label : labels) {
+        auto* added = series->add_labels();
+        added->set_name(label.name);
+        added->set_value(label.value);
+      }
+      auto* sample = series->add_samples();
+      sample->set_value(value);
+      sample->set_timestamp(ms);
+    }
+  EXPECT_EQ(request.serialized(), expected.SerializeAsString());
+  EXPECT_EQ(prometheus_snappy_uncompress(request.body()), expected.SerializeAsString());
+  fructosa::prompb::WriteRequest parsed;
+  ASSERT_TRUE(parsed.ParseFromString(request.serialized()));
+  ASSERT_EQ(parsed.timeseries_size(), 15);
+  EXPECT_EQ(parsed.timeseries(5).labels(2).value(), std::string(20000, 'u'));
+  EXPECT_EQ(parsed.timeseries(8).samples(0).timestamp(), std::numeric_limits<std::int64_t>::min());
+  request.clear();
+  EXPECT_EQ(request.serialized(), "");
+  EXPECT_EQ(prometheus_snappy_uncompress(request.body()), "");
 }
 
 TEST(PrometheusEncoding, SnappyBlockFormat) {
