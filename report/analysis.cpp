@@ -335,31 +335,21 @@ std::optional<double> Delays::share(const std::optional<double>& delay) const {
   return *delay / *active_s;
 }
 
+// One rule for a counter's growth, a series' highest and last number: summarize()'s, which
+// lmaster's job index keeps too.
 std::optional<double> counter_growth(const Series& series) {
-  double grown = 0;
-  std::optional<double> previous;
-  std::size_t numbers = 0;
-  for (double value : series.values) {
-    if (std::isnan(value)) continue;
-    ++numbers;
-    if (previous) grown += value >= *previous ? value - *previous : value;
-    previous = value;
-  }
-  if (numbers < 2) return std::nullopt;
-  return grown;
+  MetricSummary summary = summarize(series);
+  return summary.count >= 2 ? std::optional(summary.growth) : std::nullopt;
 }
 
 std::optional<double> series_max(const Series& series) {
-  std::optional<double> found;
-  for (double value : series.values)
-    if (!std::isnan(value)) found = std::max(found.value_or(value), value);
-  return found;
+  MetricSummary summary = summarize(series);
+  return summary.count > 0 ? std::optional(summary.max) : std::nullopt;
 }
 
 std::optional<double> series_last(const Series& series) {
-  for (auto it = series.values.rbegin(); it != series.values.rend(); ++it)
-    if (!std::isnan(*it)) return *it;
-  return std::nullopt;
+  MetricSummary summary = summarize(series);
+  return summary.count > 0 ? std::optional(summary.last) : std::nullopt;
 }
 
 JobFigures analyse(const JobData& job, const std::vector<AppPattern>& site) {
