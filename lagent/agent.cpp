@@ -22,6 +22,8 @@
 #include "lmaster_link.h"
 #include "localhost_name.h"
 #include "logging.h"
+#include "push_server.h"
+#include "pushed_metrics.h"
 #include "schedule.h"
 #include "sender.h"
 #include "service_notify.h"
@@ -158,6 +160,7 @@ class Agent {
   int run(const std::function<void()>& ready) {
     slot_.replace(make_sender(config_));
     start_sensors(make_sensors(config_));
+    update_push_socket();
     wait_for_signal();
     spdlog::info("lagent {} started as {} -> {} with {} sensor(s)", FRUCTOSA_VERSION, config_.host,
                  destination_of(config_), tasks_.size());
@@ -172,6 +175,7 @@ class Agent {
     }
     release_startup_pages();
     io_.run();
+    push_.reset();
     stop_sensors();
     pool_.join();
     std::size_t left = slot_.get()->stop(kStopLingerSeconds);
@@ -264,6 +268,36 @@ class Agent {
       task->deadline = task->schedule.first(wall_clock_ns());
       arm(task);
     }
+  }
+
+  // Listens on [lagent] push_socket while a [sensor:User] section exists (docs/push.md); a
+  // reload that changes neither the socket nor the job discovery keeps the connections open.
+  void update_push_socket() {
+    auto& pushed = sensors::PushedMetrics::instance();
+    if (!config_.push) {
+      push_.reset();
+      pushed.close("no [sensor:User] section");
+      return;
+    }
+    PushServerSettings settings{config_.push_socket, config_.push_allow_outside_jobs, jobs_};
+    if (push_ && push_->settings().socket_path == settings.socket_path &&
+        push_->settings().allow_outside_jobs == settings.allow_outside_jobs && push_->settings().jobs == jobs_) {
+      pushed.open(config_.push_limits);
+      return;
+    }
+    push_.reset();  // the path is free again before it is bound anew
+    try {
+      push_ = std::make_unique<PushServer>(settings);
+    } catch (const std::exception& error) {
+      spdlog::error("{}; nothing can be pushed, and [sensor:User] is unavailable", error.what());
+      pushed.close(error.what());
+      return;
+    }
+    pushed.open(config_.push_limits);
+    spdlog::info("push socket {}: listening (mode 0666); what a process pushes is its job's ({} jobs, {} names per "
+                 "job, {} lines per second per job)",
+                 settings.socket_path, settings.allow_outside_jobs ? "also outside" : "only from",
+                 config_.push_limits.max_names_per_job, config_.push_limits.max_lines_per_second);
   }
 
   // `lmaster ctl interval`: `sensor` reads every `interval` s for `duration` s, then at its
@@ -507,6 +541,7 @@ class Agent {
     }
     config_ = std::move(fresh);
     start_sensors(std::move(fresh_sensors));
+    update_push_socket();
     spdlog::info("SIGHUP: configuration re-read from {}: {} sensor(s) kept running, {} started or re-armed",
                  config_path_, kept, tasks_.size() - kept);
     release_startup_pages();
@@ -533,6 +568,7 @@ class Agent {
   std::shared_ptr<sensors::JobDirectory> jobs_;  // shared by every sensor
   std::vector<std::shared_ptr<SensorTask>> tasks_;
   std::vector<DueReading> due_;  // io thread: the round about to start
+  std::unique_ptr<PushServer> push_;  // with [sensor:User]
 };
 
 }  // namespace

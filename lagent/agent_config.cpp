@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "carbon_link.h"
 #include "curve.h"
 #include "daemon.h"
@@ -52,6 +54,18 @@ const OptionTable& agent_options() {
       {.name = "spool_max_bytes", .type = OptionType::integer, .default_value = "268435456",
        .help = "disk the spool may use; beyond it the oldest unacknowledged batches are dropped, counted and logged",
        .min = 65536},
+      // docs/push.md: only with a [sensor:User] section, which reports what is pushed.
+      {.name = "push_socket", .type = OptionType::text, .default_value = "/run/fructosa/push.sock",
+       .help = "with [sensor:User]: the unix socket (mode 0666) through which any process on the node pushes "
+               "metrics (`lagent push`), attributed to the job of the process that pushes",
+       .relative_to_file = true},
+      {.name = "push_allow_outside_jobs", .type = OptionType::boolean, .default_value = "false",
+       .help = "take pushes from processes in no job too, as the node's own samples (false: refused and counted)"},
+      {.name = "push_max_names_per_job", .type = OptionType::integer, .default_value = "100",
+       .help = "distinct names a job may push; lines with further names are dropped and counted", .min = 1,
+       .max = 100000},
+      {.name = "push_max_lines_per_second", .type = OptionType::integer, .default_value = "1000",
+       .help = "lines a job may push per second; the excess is dropped and counted", .min = 1, .max = 100000000},
   };
   return table;
 }
@@ -242,6 +256,18 @@ AgentConfig load_agent_config(const std::string& path) {
   config.max_unacked_batches = static_cast<std::size_t>(agent.get_int("max_unacked_batches"));
   config.spool_dir = agent.get_text("spool_dir");
   config.spool_max_bytes = static_cast<std::uint64_t>(agent.get_int("spool_max_bytes"));
+  config.push_socket = agent.get_text("push_socket");
+  config.push_allow_outside_jobs = agent.get_bool("push_allow_outside_jobs");
+  config.push_limits.max_names_per_job = static_cast<std::size_t>(agent.get_int("push_max_names_per_job"));
+  config.push_limits.max_lines_per_second = static_cast<std::uint32_t>(agent.get_int("push_max_lines_per_second"));
+  config.push = std::any_of(config.sensors.begin(), config.sensors.end(),
+                            [](const SensorConfig& sensor) { return sensor.definition->name == "User"; });
+  if (config.push && config.push_socket.empty())
+    throw ConfigError(fmt::format("{}: [lagent] push_socket is empty: [sensor:User] needs a socket to listen on", path));
+  if (!config.push && agent.is_set("push_socket"))
+    config.warnings.push_back(fmt::format("{}: [lagent] push_socket is set, but without a [sensor:User] section "
+                                          "lagent does not listen on it",
+                                          path));
   if (config.spool_dir.empty()) {  // only a written "spool_dir =" can be empty
     const IniSection* section = file.find("lagent");
     const IniEntry* entry = nullptr;

@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "jobs.h"
+#include "pushed_metrics.h"
 #include "sensor.h"
 
 namespace fructosa::agent {
@@ -41,6 +42,11 @@ struct AgentConfig {
   std::uint64_t spool_max_bytes = 256ull << 20;
   Options logging;
   sensors::JobSettings jobs;  // [jobs]
+  // The push socket (docs/push.md): listened on when a [sensor:User] section exists (`push`).
+  bool push = false;
+  std::string push_socket;
+  bool push_allow_outside_jobs = false;
+  sensors::PushLimits push_limits;
   std::vector<SensorConfig> sensors;
   // [Graphite] in a file without [lmaster]: lagent sends to carbon itself, with these options
   // (carbon_link_options()). Empty: to lmaster.

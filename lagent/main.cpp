@@ -8,6 +8,7 @@
 #include "daemon.h"
 #include "logging.h"
 #include "probe.h"
+#include "push_client.h"
 
 namespace po = boost::program_options;
 using namespace fructosa;
@@ -17,6 +18,7 @@ namespace {
 const char* kUsage = R"(Usage:
   lagent start|stop|status|restart|reload|run|check [-c FILE] [-p PIDFILE]
   lagent sensors
+  lagent push NAME VALUE [--counter] [--socket PATH]   (lagent push --help)
   lagent probe SENSOR... [--interval S] [--proc-root DIR] [--sys-root DIR] [-o KEY=VALUE]...
 
 Commands:
@@ -28,6 +30,8 @@ Commands:
   run       run in the foreground, logging to stderr (for systemd and debugging)
   check     check the configuration: print its warnings, exit 0 when it is usable, 78 when not
   sensors   list every sensor with its description, options and metrics
+  push      push a metric from inside a batch job into the job's data (docs/push.md);
+            run by any user, while lagent runs with a [sensor:User] section
   probe     take one sample of each named sensor and print it as one JSON line
             (rate sensors: two readings --interval apart); -o sets a sensor option,
             as KEY=VALUE for every named sensor that has it or Sensor.KEY=VALUE;
@@ -49,6 +53,15 @@ Options)";
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `push` is run by users' batch scripts: its own arguments (a gauge may be negative).
+  if (argc > 1 && std::string_view(argv[1]) == "push") {
+    try {
+      return agent::push_command(argc, argv, 0, std::cerr);
+    } catch (const std::exception& error) {
+      std::cerr << "lagent push: " << error.what() << "\n";
+      return 2;
+    }
+  }
   po::options_description visible(kUsage);
   std::vector<std::string> overrides;
   visible.add_options()

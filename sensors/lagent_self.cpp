@@ -8,6 +8,7 @@
 #include "agent_stats.h"
 #include "metric.h"
 #include "procfs.h"
+#include "pushed_metrics.h"
 #include "sensor.h"
 
 namespace fructosa::sensors {
@@ -74,7 +75,25 @@ const Catalog kCatalog{
     {"spool_bytes", Unit::bytes, Kind::gauge, "bytes of the spool's segment files (spool_dir)"},
     {"rss", Unit::bytes, Kind::gauge, "lagent's resident memory"},
     {"cpu_seconds", Unit::seconds, Kind::counter, "CPU time lagent has used (user + system)"},
+    // With [sensor:User] (docs/push.md): the node's sample counts every job's lines, each job's
+    // sample its own.
+    {"push_lines", Unit::count, Kind::counter, "lines pushed to the push socket and taken"},
+    {"push_refused", Unit::count, Kind::counter, "pushed lines refused as malformed (the client was told why)"},
+    {"push_rate_dropped", Unit::count, Kind::counter,
+     "pushed lines dropped because their job sent more than push_max_lines_per_second"},
+    {"push_names_dropped", Unit::count, Kind::counter,
+     "pushed lines dropped because their job already had push_max_names_per_job names"},
+    {"push_outside_jobs", Unit::count, Kind::counter,
+     "push connections refused because their process was in no job (push_allow_outside_jobs = false)"},
+    {"push_connections", Unit::count, Kind::counter, "connections to the push socket"},
 };
+
+void set_push_counts(SampleWriter& out, const PushCounts& counts) {
+  out.set("push_lines", static_cast<double>(counts.accepted));
+  out.set("push_refused", static_cast<double>(counts.refused));
+  out.set("push_rate_dropped", static_cast<double>(counts.rate_dropped));
+  out.set("push_names_dropped", static_cast<double>(counts.names_dropped));
+}
 
 class LagentSelfSensor final : public Sensor {
  public:
@@ -113,6 +132,16 @@ class LagentSelfSensor final : public Sensor {
       if (field == 15) parse_uint(value, stime);
     }
     out.set("cpu_seconds", static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK)));
+    auto& pushed = PushedMetrics::instance();
+    if (pushed.is_open()) {
+      set_push_counts(out, pushed.totals());
+      out.set("push_outside_jobs", static_cast<double>(pushed.outside_job_refusals()));
+      out.set("push_connections", static_cast<double>(pushed.connections()));
+      for (const auto& [job, counts] : pushed.per_job()) {
+        out.begin_job(job);
+        set_push_counts(out, counts);
+      }
+    }
     return true;
   }
 
@@ -124,6 +153,7 @@ class LagentSelfSensor final : public Sensor {
 }  // namespace
 
 FRUCTOSA_REGISTER_SENSOR("lagent", "lagent's own health: each sensor's last read duration and success, the link to lmaster or carbon",
-                         kOptions, kCatalog, LagentSelfSensor, .row = DashboardRow::lmaster);
+                         kOptions, kCatalog, LagentSelfSensor, .row = DashboardRow::lmaster,
+                         .job_keys = "push_lines,push_refused,push_rate_dropped,push_names_dropped");
 
 }  // namespace fructosa::sensors
