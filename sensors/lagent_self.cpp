@@ -75,8 +75,8 @@ const Catalog kCatalog{
     {"spool_bytes", Unit::bytes, Kind::gauge, "bytes of the spool's segment files (spool_dir)"},
     {"rss", Unit::bytes, Kind::gauge, "lagent's resident memory"},
     {"cpu_seconds", Unit::seconds, Kind::counter, "CPU time lagent has used (user + system)"},
-    // With [sensor:User] (docs/push.md): the node's sample counts every job's lines, each job's
-    // sample its own.
+    // The push socket of [sensor:User] (docs/push.md): the node's sample counts every job's
+    // lines, each job's sample its own.
     {"push_lines", Unit::count, Kind::counter, "lines pushed to the push socket and taken"},
     {"push_refused", Unit::count, Kind::counter, "pushed lines refused as malformed (the client was told why)"},
     {"push_rate_dropped", Unit::count, Kind::counter,
@@ -132,15 +132,14 @@ class LagentSelfSensor final : public Sensor {
       if (field == 15) parse_uint(value, stime);
     }
     out.set("cpu_seconds", static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK)));
+    // Always, 0 without [sensor:User]: the dashboards' lagent panels have data on every node.
     auto& pushed = PushedMetrics::instance();
-    if (pushed.is_open()) {
-      set_push_counts(out, pushed.totals());
-      out.set("push_outside_jobs", static_cast<double>(pushed.outside_job_refusals()));
-      out.set("push_connections", static_cast<double>(pushed.connections()));
-      for (const auto& [job, counts] : pushed.per_job()) {
-        out.begin_job(job);
-        set_push_counts(out, counts);
-      }
+    set_push_counts(out, pushed.totals());
+    out.set("push_outside_jobs", static_cast<double>(pushed.outside_job_refusals()));
+    out.set("push_connections", static_cast<double>(pushed.connections()));
+    for (const auto& [job, counts] : pushed.per_job()) {
+      out.begin_job(job);
+      set_push_counts(out, counts);
     }
     return true;
   }
