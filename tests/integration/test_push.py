@@ -10,6 +10,7 @@ reason otherwise, as test_jobs.py); the others run anywhere.
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 
@@ -306,3 +307,21 @@ class PushTest(FructosaTestCase):
         wait_for(forgotten, what="User samples to stop once the job ended")
         self.stop_both(master, agent)
         self.assertEqual(self.lines_of("User", 0), [])
+
+    def test_a_reload_keeps_the_socket_and_its_connections_and_applies_new_limits(self):
+        master, agent = self.start(extra_lagent="push_allow_outside_jobs = true\npush_max_names_per_job = 1\n")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(self.sock)
+            s.sendall(b"first:1|g\n")
+            config = read_text(self.path("lagent.conf")).replace("push_max_names_per_job = 1", "push_max_names_per_job = 5")
+            self.write("lagent.conf", config)
+            agent.send_signal(signal.SIGHUP)
+            wait_for(lambda: "SIGHUP: configuration re-read" in read_text(self.path("lagent.err")), what="the reload")
+            s.sendall(b"second:2|g\n")  # a second name: over the old limit, within the new
+            s.shutdown(socket.SHUT_WR)
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        self.assertEqual(done_counts(reply.decode()), (2, 0, 0), reply)
+        wait_for(lambda: self.values("User", 0, "second"), what="the second name in lmaster")
+        self.stop_both(master, agent)
