@@ -166,6 +166,7 @@ NodeFigures node_from(const std::string& host, std::int64_t first_ns, std::int64
   node.cache_miss_ratio = ratio(node.cache_misses, node.cache_references);
   node.delays = delays_of(summaries);
   job_gpus(node, summaries, labels);
+  node.user_metrics = user_metrics_of(summaries);
   return node;
 }
 
@@ -204,6 +205,8 @@ NodeFigures node_figures(const HostData& host) {
   if (auto memory = host.metrics.find("JobCgroup.memory.current"); memory != host.metrics.end())
     node.memory_over_time = memory->second;
   add_node_resources(node, host);
+  // From the series themselves (summaries_of leaves them out): with their lowest values.
+  node.user_metrics = user_metrics_of(host.metrics);
   return node;
 }
 
@@ -292,6 +295,7 @@ void sum_up(JobFigures& figures, const std::vector<const Labels*>& labels, const
     add_to(figures.net_received, node.net_received);
     add_to(figures.ib_sent, node.ib_sent);
     add_to(figures.ib_received, node.ib_received);
+    merge_user_metrics(figures.user_metrics, node.user_metrics);
   }
   if (figures.nodes.size() < 2) figures.efficiency_min = figures.efficiency_max = std::nullopt;
   if (figures.cores_used && figures.cpus && *figures.cpus > 0) figures.cpu_efficiency = *figures.cores_used / *figures.cpus;

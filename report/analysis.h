@@ -12,6 +12,7 @@
 #include "applications.h"
 #include "job_data.h"
 #include "slurm_request.h"
+#include "user_metrics.h"
 
 namespace fructosa::report {
 
@@ -98,6 +99,8 @@ struct NodeFigures {
   bool network_collected = false;   // the node has NetIOCounters or InfiniBand samples over the span
   // Cores busy between consecutive samples, and memory charged at each sample (sparklines, plots).
   Series cores_over_time, memory_over_time;
+  // What the job's processes pushed on this node (sensor User), by name.
+  std::vector<UserMetric> user_metrics;
 };
 
 struct JobFigures {
@@ -130,6 +133,9 @@ struct JobFigures {
   // `network_shared`: it was not, so the figure is not attributed.
   std::optional<double> net_sent, net_received, ib_sent, ib_received;
   bool network_shared = false;
+  // What its processes pushed (sensor User), by name, over the nodes; optional: never in
+  // not_collected.
+  std::vector<UserMetric> user_metrics;
   // What the job asked Slurm for (set by the caller with set_request: analyse() asks no one).
   std::optional<SlurmRequest> request;
   // What the job has no data for, and what collects it: {"CPU time", "[sensor:JobCgroup]"}.
@@ -140,8 +146,8 @@ struct JobFigures {
 JobFigures analyse(const JobData& job, const std::vector<AppPattern>& site = {});
 // The figures --list's verdict needs, from a job's per-host summaries (JobSummary::per_host):
 // CPU, memory, I/O, PerfHW, Taskstats and the GPUs of the job's own NvidiaGPU samples; no
-// series, no node samples (no energy, network, GPU utilization). The same figures as
-// analyse(JobData) of the series the summaries were made from.
+// series, no node samples (no energy, network, GPU utilization); the user metrics without their
+// min. The same figures as analyse(JobData) of the series the summaries were made from.
 JobFigures analyse(const JobSummary& job, const std::vector<AppPattern>& site = {});
 // Sets what the job asked Slurm for; a job that asked for GPUs without NvidiaGPU samples gets
 // "GPU: not collected".

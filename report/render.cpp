@@ -145,9 +145,80 @@ bool listed_missing(const JobFigures& figures, std::string_view what) {
                      [&](const auto& entry) { return entry.first == what; });
 }
 
+// The user metrics as a table under their title, columns as wide as their widest cell (names
+// left-aligned, figures right-aligned); "" when the job pushed none. A name too long for the
+// table to fit in 80 columns gets a line of its own (longer than 80 only if the name is), its
+// figures on the next.
+std::string user_metrics_text(const JobFigures& figures) {
+  constexpr std::size_t kColumns = 80, kIndent = 4, kGap = 2;
+  const auto rows = user_metric_rows(figures);
+  if (rows.empty()) return {};
+  const bool per_node = figures.nodes.size() > 1;
+  const std::size_t text_columns = per_node ? 2 : 1;
+  std::vector<std::vector<std::string>> table{{"name"}};
+  if (per_node) table[0].push_back("node");
+  table[0].insert(table[0].end(), kUserMetricColumns.begin(), kUserMetricColumns.end());
+  for (const auto& row : rows) {
+    std::vector<std::string> line{row.name};
+    if (per_node) line.push_back(row.node.empty() ? "all" : row.node);
+    line.insert(line.end(), row.cells.begin(), row.cells.end());
+    table.push_back(std::move(line));
+  }
+  std::vector<std::size_t> widths(table[0].size(), 0);
+  for (const auto& line : table)
+    for (std::size_t i = 1; i < line.size(); ++i) widths[i] = std::max(widths[i], line[i].size());
+  std::size_t rest = kIndent;
+  for (std::size_t i = 1; i < widths.size(); ++i) rest += kGap + widths[i];
+  const std::size_t fits = rest < kColumns ? kColumns - rest : 0;
+  for (const auto& line : table)
+    if (line[0].size() <= fits) widths[0] = std::max(widths[0], line[0].size());
+  std::string out = "  User metrics, pushed by the job (lagent push)\n";
+  for (auto& line : table) {
+    if (line[0].size() > widths[0]) {
+      out += std::string(kIndent, ' ') + line[0] + "\n";
+      line[0].clear();
+    }
+    std::string text(kIndent, ' ');
+    for (std::size_t i = 0; i < line.size(); ++i)
+      text += (i == 0 ? "" : "  ") + (i < text_columns ? fmt::format("{:<{}}", line[i], widths[i])
+                                                       : fmt::format("{:>{}}", line[i], widths[i]));
+    while (text.back() == ' ') text.pop_back();
+    out += text + "\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string utc_time(std::int64_t ns) { return utc_iso8601(ns); }
+
+std::string user_value(double value) {
+  const double magnitude = std::fabs(value);
+  if (magnitude > 0 && magnitude < 1) return fmt::format("{:.2g}", value);
+  if (magnitude >= 1e7) return fmt::format("{:.3g}", value);
+  return round_figure(value);
+}
+
+std::vector<UserMetricRow> user_metric_rows(const JobFigures& figures) {
+  auto row = [](std::string name, std::string node, const UserMetric& metric) {
+    const MetricSummary& s = metric.summary;
+    return UserMetricRow{std::move(name), std::move(node),
+                         {std::to_string(s.count), user_value(s.last), user_value(metric.mean()),
+                          metric.min ? user_value(*metric.min) : "-", user_value(s.max), user_value(s.sum)}};
+  };
+  std::vector<UserMetricRow> rows;
+  for (const auto& metric : figures.user_metrics) {
+    rows.push_back(row(metric.name, "", metric));
+    if (figures.nodes.size() < 2) continue;
+    for (const auto& node : figures.nodes) {
+      const auto& all = node.user_metrics;  // sorted by name
+      auto mine = std::lower_bound(all.begin(), all.end(), metric.name,
+                                   [](const UserMetric& one, const std::string& name) { return one.name < name; });
+      if (mine != all.end() && mine->name == metric.name) rows.push_back(row("", node.host, *mine));
+    }
+  }
+  return rows;
+}
 
 std::string missing_text(const JobFigures& figures, std::string_view what) {
   for (const auto& [name, enable] : figures.not_collected)
@@ -256,6 +327,8 @@ std::string render_text(const JobFigures& figures, const Verdict& verdict) {
     if (!line.text) shown.push_back(line.name_if_missing);
     out += wrapped(fmt::format("  {:<9}", line.label), line.text ? *line.text : missing_text(figures, line.name_if_missing));
   }
+
+  if (auto user = user_metrics_text(figures); !user.empty()) out += "\n" + user;
 
   constexpr std::size_t kSpark = 40;
   for (const auto& node : figures.nodes) {

@@ -2,6 +2,7 @@
 // JSON document (schema "fructosa-report/1", docs/report.md; render_json.cpp) and the --list table.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,19 @@ std::vector<FigureLine> figure_lines(const NodeFigures& node);
 std::string missing_text(const JobFigures& figures, std::string_view what);
 // One GPU: "0: busy 45%, memory peak 30 GiB of 80 GiB" (what is known of it).
 std::string gpu_text(const GpuFigures& gpu);
+
+// The user metrics' table (sensor User; text and HTML): per name a row for the job in all
+// (`node` ""), then, with several nodes, one per node that has it (`node` its host, `name` "").
+inline constexpr std::array<const char*, 6> kUserMetricColumns{"samples", "last", "mean", "min", "max",
+                                                               "sum of samples"};
+struct UserMetricRow {
+  std::string name, node;
+  std::array<std::string, 6> cells;  // as kUserMetricColumns; min "-" where unknown
+};
+std::vector<UserMetricRow> user_metric_rows(const JobFigures& figures);
+// A pushed value: round_figure's, but keeping two significant digits of small values and three
+// of large ones ("0.0012", "1.23e+09"), which user metrics of any scale may have.
+std::string user_value(double value);
 
 std::string render_text(const JobFigures& figures, const Verdict& verdict);
 std::string render_json(const JobFigures& figures, const Verdict& verdict);

@@ -1,7 +1,7 @@
 // fructosa-report --format html: one self-contained document (inline CSS, inline SVG plots; no
 // script, no font, no address outside it), a section per job: its header, the verdict and its
-// notes, the figures table and, per node, its cores busy, its memory and its GPUs' utilization
-// over time.
+// notes, the figures table, the metrics its processes pushed and, per node, its cores busy, its
+// memory and its GPUs' utilization over time.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,6 +33,7 @@ table.figures { border-collapse: collapse; margin: 8px 0; }
 table.figures th, table.figures td { border: 1px solid #c9d1da; padding: 4px 10px; text-align: left; vertical-align: top; }
 table.figures thead th { background: #eef1f4; }
 td.missing { color: #8a6d3b; font-style: italic; }
+table.figures td.number { text-align: right; font-variant-numeric: tabular-nums; }
 div.plots { display: flex; flex-wrap: wrap; gap: 16px; }
 svg.plot { background: #ffffff; }
 svg.plot text { font: 11px sans-serif; fill: #3a4552; }
@@ -195,6 +196,23 @@ std::string figures_table(const JobFigures& figures) {
   return out + "</tbody>\n</table>\n";
 }
 
+// What the job's processes pushed: a row per name in all (and, with several nodes, per node).
+std::string user_metrics_table(const JobFigures& figures) {
+  const auto rows = user_metric_rows(figures);
+  if (rows.empty()) return {};
+  std::string out =
+      "<h2>User metrics</h2>\n<p>Pushed by the job's processes (<code>lagent push</code>); a pushed counter's "
+      "total is its sum of samples.</p>\n<table class=\"figures user-metrics\">\n<thead><tr><th>name</th><th>node</th>";
+  for (const char* column : kUserMetricColumns) out += fmt::format("<th>{}</th>", escaped(column));
+  out += "</tr></thead>\n<tbody>\n";
+  for (const auto& row : rows) {
+    out += fmt::format("<tr><th>{}</th><td>{}</td>", escaped(row.name), row.node.empty() ? "all nodes" : escaped(row.node));
+    for (const auto& cell : row.cells) out += fmt::format("<td class=\"number\">{}</td>", escaped(cell));
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n";
+}
+
 std::string node_plots(const JobFigures& figures, const NodeFigures& node) {
   std::string out = fmt::format("<h3>{}</h3>\n<div class=\"plots\">\n", escaped(node.host));
   const Series& cores = node.cores_over_time;
@@ -245,6 +263,7 @@ std::string job_section(const JobFigures& figures, const Verdict& verdict) {
     out += "</ul>\n";
   }
   out += "<h2>Figures</h2>\n" + figures_table(figures);
+  out += user_metrics_table(figures);
   out += "<h2>Over time</h2>\n";
   for (const auto& node : figures.nodes) out += node_plots(figures, node);
   return out + "</section>\n";

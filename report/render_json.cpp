@@ -46,6 +46,17 @@ json gpu_json(const GpuFigures& gpu) {
           {"process_memory_peak_bytes", number_or_null(gpu.process_memory_peak)}};
 }
 
+// {"loss": {"samples": 61, "last": ..., "mean": ..., "min": ..., "max": ..., "sum": ...}}; {} when
+// nothing was pushed.
+json user_metrics_json(const std::vector<UserMetric>& metrics) {
+  json out = json::object();
+  for (const auto& metric : metrics)
+    out[metric.name] = {{"samples", metric.summary.count}, {"last", metric.summary.last},
+                        {"mean", metric.mean()},           {"min", number_or_null(metric.min)},
+                        {"max", metric.summary.max},       {"sum", metric.summary.sum}};
+  return out;
+}
+
 json use_json(NodeUse use) {
   return use == NodeUse::alone ? json("alone") : use == NodeUse::shared ? json("shared") : json(nullptr);
 }
@@ -75,6 +86,7 @@ void add_common(json& out, const Figures& f) {
   out["network_received_bytes"] = number_or_null(f.net_received);
   out["infiniband_sent_bytes"] = number_or_null(f.ib_sent);
   out["infiniband_received_bytes"] = number_or_null(f.ib_received);
+  out["user_metrics"] = user_metrics_json(f.user_metrics);
 }
 
 json node_json(const NodeFigures& node) {

@@ -1,15 +1,18 @@
 """fructosa-report on jobs of hardware this machine lacks: the fixtures of tests/fixtures/report
-(GPUs, RAPL, IPMI, InfiniBand, PerfHW, Taskstats), written by a real lmaster from the samples of
+(GPUs, RAPL, IPMI, InfiniBand, PerfHW, Taskstats; metrics a job pushed), written by a real lmaster from the samples of
 scenarios.py. What the report must say is derived from the scenarios' rates, not from the report.
 The fixtures are also remade with today's lmaster (make_fixtures.py) and must report the same.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import shutil
 import unittest
+
+import h5py
 
 from fructosa_test import FIXTURES, LMASTER
 
@@ -103,6 +106,82 @@ class ReportFixtures(unittest.TestCase):
         active = (s.IO_CORES + s.IO_BLKIO_DELAY_PER_S + s.IO_CPU_DELAY_PER_S) * s.DURATION_S
         self.assertAlmostEqual(delays["blkio_s"], s.IO_BLKIO_DELAY_PER_S * s.DURATION_S)
         self.assertAlmostEqual(delays["blkio_share"], s.IO_BLKIO_DELAY_PER_S * s.DURATION_S / active)
+
+    def test_user_metrics_per_node_and_in_all(self):
+        """Job 7002's pushes (sensor User): the figures derived from the scenario, then the same
+        computed by hand in text, JSON and HTML; job 7003 pushed nothing, the node's own push
+        (job 0) is no job's."""
+        temps = [s.USER_TEMP[step % len(s.USER_TEMP)] for step in range(s.STEPS + 1)]
+        steps = {host: [s.USER_STEPS_PER_INTERVAL[host]] * s.USER_STEPS_LAST_ROW[host] for host in ("cpu01", "cpu02")}
+
+        def figures(values, last):
+            return {"samples": len(values), "last": last, "mean": sum(values) / len(values), "min": min(values),
+                    "max": max(values), "sum": sum(values)}
+
+        d = job("energy", s.ENERGY_JOB)
+        expected_nodes = {"cpu01": {"temp": figures(temps, temps[-1]), "steps": figures(steps["cpu01"], 100)},
+                          "cpu02": {"steps": figures(steps["cpu02"], 80)}}
+        # In all: cpu01's steps sample at 600 s is the latest (cpu02's ranks ended at 590 s).
+        expected_all = {"temp": figures(temps, temps[-1]), "steps": figures(steps["cpu01"] + steps["cpu02"], 100)}
+        for host, expected in expected_nodes.items():
+            with self.subTest(host=host):
+                self.assertEqual(node(d, host)["user_metrics"].keys(), expected.keys())
+                for name, values in expected.items():
+                    for key, value in values.items():
+                        self.assertAlmostEqual(node(d, host)["user_metrics"][name][key], value, msg=f"{name} {key}")
+        self.assertEqual(d["figures"]["user_metrics"].keys(), expected_all.keys())
+        for name, values in expected_all.items():
+            for key, value in values.items():
+                self.assertAlmostEqual(d["figures"]["user_metrics"][name][key], value, msg=f"{name} {key}")
+        # By hand: temp 16 rows of 300 K and 15 of each of 310, 290 and 305 (18375 K in all, a mean
+        # of 301.2), the last row's 300; steps 60 x 100 on cpu01 and 59 x 80 on cpu02, so the
+        # counter's total is 10720 timesteps.
+        self.assertEqual(d["figures"]["user_metrics"]["temp"]["sum"], 18375)
+        self.assertEqual(d["figures"]["user_metrics"]["steps"]["sum"], 10720)
+        self.assertEqual(d["figures"]["user_metrics"]["steps"]["samples"], 119)
+        self.assertAlmostEqual(d["figures"]["user_metrics"]["steps"]["mean"], 10720 / 119)
+        self.assertFalse([entry for entry in d["not_collected"] if "User" in entry["enable"]])
+
+        text = report("energy", str(s.ENERGY_JOB))
+        self.assertIn("  User metrics, pushed by the job (lagent push)\n", text)
+        rows = [line.split() for line in text.split("User metrics")[1].split("\n\n")[0].splitlines()[1:]]
+        self.assertEqual(rows, [["name", "node", "samples", "last", "mean", "min", "max", "sum", "of", "samples"],
+                                ["steps", "all", "119", "100", "90", "80", "100", "10720"],
+                                ["cpu01", "60", "100", "100", "100", "100", "6000"],
+                                ["cpu02", "59", "80", "80", "80", "80", "4720"],
+                                ["temp", "all", "61", "300", "301", "290", "310", "18375"],
+                                ["cpu01", "61", "300", "301", "290", "310", "18375"]])
+
+        html = report("energy", "--format", "html", str(s.ENERGY_JOB))
+        table = re.search(r'<table class="figures user-metrics">(.*?)</table>', html, re.S)
+        self.assertTrue(table, html)
+        cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row) for row in re.findall(r"<tr>(.*?)</tr>", table.group(1))]
+        self.assertEqual(cells[0], ["name", "node", "samples", "last", "mean", "min", "max", "sum of samples"])
+        self.assertEqual(cells[1], ["steps", "all nodes", "119", "100", "90", "80", "100", "10720"])
+        self.assertEqual(cells[3], ["", "cpu02", "59", "80", "80", "80", "80", "4720"])
+        self.assertEqual(cells[4], ["temp", "all nodes", "61", "300", "301", "290", "310", "18375"])
+        self.assertEqual(len(cells), 6)
+
+        for output in (text, html, json.dumps(d)):
+            self.assertNotIn("scratch_free", output)
+        neighbour = job("energy", s.NEIGHBOUR_JOB)
+        self.assertEqual(neighbour["figures"]["user_metrics"], {})
+        self.assertEqual(node(neighbour, "cpu02")["user_metrics"], {})
+        self.assertNotIn("User metrics", report("energy", str(s.NEIGHBOUR_JOB)))
+        self.assertNotIn("User metrics", report("energy", "--format", "html", str(s.NEIGHBOUR_JOB)))
+
+    def test_a_file_without_its_job_index_reports_the_same(self):
+        """The energy fixture with its job index taken out (as an lmaster before the index, or
+        one killed, leaves it): its tables are scanned, and every figure, the user metrics
+        included, is the same."""
+        directory = tempfile.mkdtemp(prefix="fructosa-no-index-")
+        self.addCleanup(shutil.rmtree, directory, ignore_errors=True)
+        shutil.copyfile(os.path.join(FIXTURE_DIR, "energy.h5"), os.path.join(directory, "energy.h5"))
+        with h5py.File(os.path.join(directory, "energy.h5"), "r+") as f:
+            del f[".jobs"]
+        for job_id in (s.ENERGY_JOB, s.NEIGHBOUR_JOB):
+            with self.subTest(job=job_id):
+                self.assertEqual(job("energy", job_id, directory), job("energy", job_id))
 
     def test_list_judges_every_job_from_the_index(self):
         listed = json.loads(report("perf", "--list", "--format", "json"))

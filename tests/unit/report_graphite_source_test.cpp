@@ -3,8 +3,8 @@
 // "<Sensor>.<key>", null datapoints skipped, other jobs and prefixes left out), the figures equal
 // to those of the same data with NaN holes (as the HDF5 source reads it), /metrics/find's
 // completer answer, and errors that name the URL; the source against a fake graphite-web (the
-// job's series and its nodes' series around it). tests/integration/test_report_graphite.py runs
-// it against the real carbon-cache and graphite-web.
+// job's series and its nodes' series around it, the metrics it pushed).
+// tests/integration/test_report_graphite.py runs it against the real carbon-cache and graphite-web.
 #include <arpa/inet.h>
 #include <fnmatch.h>
 #include <gtest/gtest.h>
@@ -399,6 +399,38 @@ TEST(ReportGraphiteSource, ReadsTheJobAndItsNodesSeriesAroundIt) {
   EXPECT_EQ(jobs[0].hosts, (std::vector<std::string>{"node01", "node02"}));
   EXPECT_EQ(jobs[0].first_ns, T * kS);
   EXPECT_EQ(jobs[0].last_ns, (T + 20) * kS);
+}
+
+// What a job's processes pushed (sensor User) is among the job's series Graphite keeps,
+// jobs.<id>.<host>.User.<name>: read with the rest, summed up over the nodes; a node's own pushes
+// (<host>.User.<name>) are no job's and not asked for.
+TEST(ReportGraphiteSource, ReadsTheMetricsTheJobPushed) {
+  constexpr std::int64_t T = 1'700'000'000;
+  FakeGraphite graphite({
+      {"jobs.77.node01.JobCgroup.cpu.usage", {{T, 1}, {T + 10, 2}, {T + 20, 3}}},
+      {"jobs.77.node01.User.loss", {{T, 0.8}, {T + 10, 0.4}, {T + 20, 0.2}}},
+      {"jobs.77.node01.User.images", {{T + 10, 64}, {T + 20, 32}}},
+      {"jobs.77.node02.User.images", {{T + 10, 64}}},
+      {"node01.User.scratch_free", {{T, 1e12}}},
+  });
+  GraphiteSource source(at(graphite.url()));
+  const auto job = source.job(77);
+  ASSERT_TRUE(job);
+  for (const auto& host : job->hosts) EXPECT_TRUE(host.node_metrics.empty()) << host.host;
+  const JobFigures figures = analyse(*job);
+  ASSERT_EQ(figures.user_metrics.size(), 2u);
+  const UserMetric& images = figures.user_metrics[0];
+  EXPECT_EQ(images.name, "images");
+  EXPECT_EQ(images.summary.count, 3u);
+  EXPECT_DOUBLE_EQ(images.summary.sum, 160);
+  EXPECT_EQ(images.min, 32);
+  const UserMetric& loss = figures.user_metrics[1];
+  EXPECT_EQ(loss.name, "loss");
+  EXPECT_DOUBLE_EQ(loss.summary.last, 0.2);
+  EXPECT_DOUBLE_EQ(loss.summary.max, 0.8);
+  EXPECT_NEAR(loss.mean(), 1.4 / 3, 1e-12);
+  ASSERT_EQ(figures.nodes.size(), 2u);
+  EXPECT_EQ(figures.nodes[1].user_metrics.size(), 1u);
 }
 
 }  // namespace
