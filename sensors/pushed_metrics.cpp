@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+
 namespace fructosa::sensors {
 
 struct PushedMetrics::JobState {
@@ -58,6 +60,14 @@ PushedMetrics::JobState& PushedMetrics::job_locked(std::uint64_t job) {
 
 namespace {
 std::string whose(std::uint64_t job) { return job ? fmt::format("job {}", job) : std::string("the node (no job)"); }
+
+// Exactly the lines parse_push_line() ignores (blank, or '#' after blanks), told without parsing.
+bool ignored_line(std::string_view text) {
+  if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+  if (text.size() > kMaxPushLineLength) return false;
+  auto first = text.find_first_not_of(" \t");
+  return first == std::string_view::npos || text[first] == '#';
+}
 }  // namespace
 
 std::size_t PushedMetrics::push(std::uint64_t job, const std::vector<std::string_view>& lines, std::int64_t now_ns,
@@ -79,7 +89,7 @@ std::size_t PushedMetrics::push(std::uint64_t job, const std::vector<std::string
     // A line over the limit is dropped unparsed: a flood costs as little as it can. Blank lines
     // and comments are the exception (they cost nothing and count for nothing).
     std::string_view text = lines[i];
-    if (text.find_first_not_of(" \t\r") == std::string_view::npos || text.front() == '#') continue;
+    if (ignored_line(text)) continue;
     if (state.window_lines >= limits_.max_lines_per_second) {
       count(&PushCounts::rate_dropped);
       if (!state.told_rate) {
@@ -124,6 +134,13 @@ std::size_t PushedMetrics::push(std::uint64_t job, const std::vector<std::string
       count(&PushCounts::refused);
       refuse(i, PushRefusal::malformed, fmt::format("'{}' was pushed as a {} first; a name keeps its type while the job runs", entry.name,
                             entry.kind == PushedKind::gauge ? "gauge (|g)" : "counter (|c)"));
+      continue;
+    }
+    // Each increment is finite, their sum need not be (1e308|c twice): what is reported must be.
+    if (entry.kind == PushedKind::counter && !std::isfinite(entry.value + line.value)) {
+      count(&PushCounts::refused);
+      refuse(i, PushRefusal::malformed,
+             fmt::format("'{}' summed since the last reading would not be finite", entry.name));
       continue;
     }
     if (entry.kind == PushedKind::gauge)
