@@ -10,6 +10,7 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
 #include <chrono>
@@ -30,6 +31,8 @@ using stream = asio::local::stream_protocol;
 
 // Errors listed per connection; the `done` line counts the rest.
 constexpr std::size_t kMaxErrorLines = 20;
+// How long a refused connection waits for its client to close before lagent closes it.
+constexpr std::chrono::seconds kRefusedLinger{10};
 
 std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -129,10 +132,13 @@ struct PushServer::Impl {
 };
 
 struct PushServer::Impl::Connection : std::enable_shared_from_this<Connection> {
-  Connection(Impl& server_in, stream::socket socket_in) : server(server_in), socket(std::move(socket_in)) {}
+  Connection(Impl& server_in, stream::socket socket_in)
+      : server(server_in), socket(std::move(socket_in)), linger_timer(server_in.io) {}
 
   Impl& server;
   stream::socket socket;
+  asio::steady_timer linger_timer;  // a refused connection's last wait for its client to close
+  bool refused_connection = false;
   std::uint64_t job = 0;
   std::array<char, 65536> buffer{};
   std::string partial;      // the start of a line the next read ends
@@ -148,13 +154,39 @@ struct PushServer::Impl::Connection : std::enable_shared_from_this<Connection> {
   void close() {
     boost::system::error_code ignored;
     socket.close(ignored);
+    linger_timer.cancel();
     server.connections.erase(shared_from_this());
   }
 
   void refuse_connection(const std::string& why) {
     reply = kPushRefusedPrefix + why + "\n";
     close_after_reply = true;
+    refused_connection = true;
     write();
+  }
+
+  // A refused client may still be writing: closing with its lines unread would make the kernel
+  // reset the connection, and the client could lose the reason. The reason is followed by EOF
+  // and what the client writes meanwhile is read and ignored until it closes (or kRefusedLinger).
+  void linger() {
+    boost::system::error_code ignored;
+    socket.shutdown(stream::socket::shutdown_send, ignored);
+    linger_timer.expires_after(kRefusedLinger);
+    linger_timer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      if (!error) self->close();
+    });
+    discard();
+  }
+
+  void discard() {
+    socket.async_read_some(asio::buffer(buffer), [self = shared_from_this()](const boost::system::error_code& error,
+                                                                             std::size_t) {
+      if (error) {
+        if (error != asio::error::operation_aborted) self->close();
+        return;
+      }
+      self->discard();
+    });
   }
 
   void read() {
@@ -233,7 +265,7 @@ struct PushServer::Impl::Connection : std::enable_shared_from_this<Connection> {
   void write() {
     if (!writing.empty()) return;
     if (reply.empty()) {
-      if (close_after_reply) close();
+      if (close_after_reply) refused_connection ? linger() : close();
       return;
     }
     writing = std::move(reply);
