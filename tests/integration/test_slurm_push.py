@@ -13,7 +13,7 @@ import os
 import subprocess
 
 from fructosa_test import FructosaTestCase, read_text, wait_for, LAGENT, HERE
-from slurm_cluster import JobWatcher, SlurmCluster
+from slurm_cluster import SlurmCluster
 
 
 class SlurmPushTest(FructosaTestCase):
@@ -38,11 +38,8 @@ class SlurmPushTest(FructosaTestCase):
                     f"printf 'iterations:10|c\\niterations:5|c\\n' | {LAGENT} push --socket {sock}\n"
                     f"echo pushed\n")
 
-        watcher = JobWatcher(cluster)
         first = cluster.submit(script("0.5"), user="nobody")
         second = cluster.submit(script("-2"), user="nobody")
-        for job in (first, second):
-            watcher.watch(job)
         for job in (first, second):
             cluster.wait_state(job, "COMPLETED", timeout=60)
             self.assertIn("pushed", cluster.output(job), cluster.output(job))
