@@ -18,6 +18,8 @@
 #include "logging.h"
 #include "master_catalog.h"
 #include "master_config.h"
+#include "memory_guard.h"
+#include "router_bind.h"
 #include "metrics_endpoint.h"
 #include "metrics_exposition.h"
 #include "output_runner.h"
@@ -56,6 +58,7 @@ struct Peer {
   Clock::time_point last_seen;
   Clock::time_point last_resync;
   bool resync_sent = false;
+  bool turned_away = false;  // a batch was turned away over memory_max: resync once it is over
 };
 
 class Master {
@@ -82,7 +85,7 @@ class Master {
     curve_ = curve.get();
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMessageBytes));
     router.set(zmq::sockopt::linger, 1000);  // let the last acks leave
-    std::string endpoints = bind_router(router);
+    std::string endpoints = bind_router(router, config_);
     // `lmaster ctl` talks to the running master through a local socket in data_dir (its
     // permissions are the directory's).
     zmq::socket_t control(context, zmq::socket_type::rep);
@@ -132,6 +135,8 @@ class Master {
           }
         }
       }
+      memory_.check(Clock::now());
+      if (memory_.take_released()) ask_turned_away_to_resend(router);
       // Drain what is queued (bounded, so signals and timers still get their turn).
       for (int i = 0; i < 10000 && receive(router); ++i) {
         if (pending_.size() >= kHandOverSamples) commit(router);
@@ -161,32 +166,6 @@ class Master {
   }
 
  private:
-  // Binds every address [lmaster] host stands for (a host name may have several); with port 0
-  // the first bind picks the port and the others take the same. Returns the endpoints bound,
-  // for the log ("tcp://a:7888, tcp://[b]:7888 (host master2)").
-  std::string bind_router(zmq::socket_t& router) {
-    const auto& addresses = config_.listen_addresses;
-    if (std::any_of(addresses.begin(), addresses.end(), [](const std::string& a) { return a.front() == '['; }))
-      router.set(zmq::sockopt::ipv6, 1);
-    std::string port = config_.port ? std::to_string(config_.port) : "*";
-    std::string bound;
-    for (const auto& address : addresses) {
-      std::string endpoint = fmt::format("tcp://{}:{}", address, port);
-      try {
-        router.bind(endpoint);
-      } catch (const zmq::error_t& error) {
-        throw std::runtime_error(fmt::format("cannot listen on {} ([lmaster] host = {}): {}", endpoint,
-                                             config_.bind_host, error.what()));
-      }
-      std::string last = router.get(zmq::sockopt::last_endpoint);
-      port = last.substr(last.rfind(':') + 1);
-      bound += (bound.empty() ? "" : ", ") + last;
-    }
-    if (addresses.size() != 1 || addresses.front() != config_.bind_host)
-      bound += fmt::format(" ([lmaster] host = {})", config_.bind_host);
-    return bound;
-  }
-
   void open_outputs() {
     std::error_code ignored;
     std::filesystem::create_directories(config_.data_dir, ignored);
@@ -344,15 +323,20 @@ class Master {
       add(runner->name() + ".queued", static_cast<double>(stats.queued_points));
     }
     if (journal_) add("journal.bytes", static_cast<double>(journal_->bytes()));
+    add("memory.rss", static_cast<double>(MemoryGuard::resident_bytes()));
+    add("memory.holding", memory_.holding() ? 1 : 0);
+    add("memory.holds", static_cast<double>(memory_.holds()));
+    add("memory.turned_away", static_cast<double>(turned_away_batches_));
     return sample;
   }
 
   void reopen() {
-    spdlog::info("SIGHUP: reopening outputs");
+    spdlog::info("SIGHUP: reopening outputs, re-reading logging and memory_max");
     MasterConfig fresh;
     try {
       fresh = load_master_config(config_path_);
       setup_logging(fresh.logging, foreground_, "lmaster");
+      memory_.set_max_bytes(fresh.memory_max);
       for (const auto& warning : fresh.warnings) spdlog::warn("{}", warning);
     } catch (const ConfigError& error) {
       spdlog::error("SIGHUP: keeping the running logging configuration: {}", error.what());
@@ -418,6 +402,16 @@ class Master {
   static void send(zmq::socket_t& router, const std::string& identity, const Bytes& payload) {
     router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     router.send(zmq::buffer(payload), zmq::send_flags::dontwait);
+  }
+
+  void ask_turned_away_to_resend(zmq::socket_t& router) {
+    for (auto& [identity, peer] : peers_) {
+      if (!peer.turned_away) continue;
+      peer.turned_away = false;
+      peer.dictionary.clear();
+      peer.resync_sent = false;
+      ask_resync(router, identity, peer, "lmaster turned batches away while over memory_max");
+    }
   }
 
   void ask_resync(zmq::socket_t& router, const std::string& identity, Peer& peer, const std::string& reason) {
@@ -505,6 +499,13 @@ class Master {
         return;
       case MessageType::batch:
         if (peer.host.empty()) return ask_resync(router, identity, peer, "unknown agent");
+        if (peer.turned_away || (memory_.holding() && message.sequence > last_accepted({peer.host, peer.session}))) {
+          // Over memory_max (memory_guard.h): neither kept nor acknowledged, and not unpacked, so
+          // the agent resends from a resync once the hold is over.
+          peer.turned_away = true;
+          ++turned_away_batches_;
+          return;
+        }
         // Every batch, resends of accepted ones included, moves the connection's memory on.
         peer.dictionary.unpack(message);
         return accept_batch(router, identity, peer, message);
@@ -575,6 +576,8 @@ class Master {
   Clock::time_point last_journal_error_log_;
   std::uint64_t received_points_ = 0;
   std::uint64_t received_batches_ = 0;
+  MemoryGuard memory_{config_.memory_max};  // [lmaster] memory_max
+  std::uint64_t turned_away_batches_ = 0;
   std::map<std::string, Peer> peers_;
   std::unique_ptr<AgentRegistry> registry_;  // every agent ever heard, up or down
   ZapHandler* curve_ = nullptr;               // null unless [lmaster] curve = true

@@ -30,6 +30,11 @@ inline const Catalog& master_catalog() {
        "points the output gave up (refused for good, or past the memory queue and the journal budget)"},
       {"*.queued", Unit::count, Kind::gauge, "points waiting for the output (memory and journal)"},
       {"journal.bytes", Unit::bytes, Kind::gauge, "bytes in the journal (records some output has not delivered, and the newest)"},
+      {"memory.rss", Unit::bytes, Kind::gauge, "lmaster's resident memory"},
+      {"memory.holding", Unit::boolean, Kind::gauge, "1 while lmaster is over [lmaster] memory_max and turns batches away"},
+      {"memory.holds", Unit::count, Kind::counter, "times lmaster reached memory_max"},
+      {"memory.turned_away", Unit::count, Kind::counter,
+       "batches turned away over memory_max (the agents keep them and resend them afterwards)"},
   };
   return catalog;
 }

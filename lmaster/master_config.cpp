@@ -100,6 +100,11 @@ const OptionTable& master_options() {
                "<output>.dropped and logged); 0: no journal, batches are acknowledged from memory "
                "and lost if lmaster dies",
        .min = 0},
+      {.name = "memory_max", .type = OptionType::integer, .default_value = "0",
+       .help = "resident memory (bytes) lmaster may use: over it, new batches are turned away unacknowledged "
+               "(agents keep them in their spools) until it is under 90 % again, then asked for; 0: no bound. "
+               "Leave room for the outputs' queue_max_points",
+       .min = 0},
       {.name = "stats_interval", .type = OptionType::real, .default_value = "10",
        .help = "seconds between two samples of the master's own sensor `lmaster` (per-output "
                "counters sent, retried, dropped, queued)",
@@ -245,6 +250,7 @@ MasterConfig load_master_config(const std::string& path) {
   config.data_dir = master.get_text("data_dir");
   config.journal_max_bytes = static_cast<std::uint64_t>(master.get_int("journal_max_bytes"));
   config.stats_interval = master.get_real("stats_interval");
+  config.memory_max = static_cast<std::uint64_t>(master.get_int("memory_max"));
   config.agent_timeout = master.get_real("agent_timeout");
   config.metrics_listen = master.get_text("metrics_listen");
   if (std::string host; !config.metrics_listen.empty()) {

@@ -25,6 +25,7 @@ struct MasterConfig {
   std::string data_dir;                 // the journal (<data_dir>/journal), agents.json, lmaster.ctl
   std::uint64_t journal_max_bytes = 0;  // disk budget of the journal; 0: no journal (acks from memory)
   double stats_interval = 10;           // seconds between two samples of the `lmaster` sensor
+  std::uint64_t memory_max = 0;         // resident bytes over which batches are turned away; 0: no bound
   double agent_timeout = 15;            // seconds of silence before an agent counts as down
   std::string metrics_listen;           // HOST:PORT of GET /metrics (lmaster's own health); "": off
   // CURVE (docs/security.md): off by default; on, only agents whose public key is a *.pub file
