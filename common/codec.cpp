@@ -699,7 +699,12 @@ void MasterDictionary::apply(const DictionaryUpdate& update) {
     if (series.sensor >= sensor_count)
       throw ProtocolError(fmt::format("series '{}' names unknown sensor #{}", series.key, series.sensor));
   sensors_.insert(sensors_.end(), update.sensors.begin(), update.sensors.end());
-  series_.insert(series_.end(), update.series.begin(), update.series.end());
+  // Each connection keeps what resolving its samples needs: the series' key and kind. Units and
+  // descriptions are the same for every agent and go to the master's MetricInfoStore once
+  // (copies here took 33 MiB of lmaster's heap with 1000 agents of 200 series).
+  series_.reserve(series_.size() + update.series.size());
+  for (const auto& series : update.series)
+    series_.push_back({series.sensor, series.key, MetricInfo{{}, series.info.kind, {}}});
 }
 
 Sample MasterDictionary::resolve(const WireSample& wire, const std::string& host) const {

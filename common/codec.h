@@ -172,6 +172,7 @@ class MasterDictionary {
   // Throws ProtocolError on an index the agent never defined.
   Sample resolve(const WireSample& wire, const std::string& host) const;
 
+  // The series' kind only: units and descriptions are not kept per connection (apply()).
   const MetricInfo* info(std::uint32_t series) const;
   const std::vector<SensorDescription>& sensors() const { return sensors_; }
   const std::vector<SeriesDescription>& series() const { return series_; }

@@ -65,10 +65,15 @@ TEST(Codec, BatchRoundTripThroughBothDictionaries) {
   master.apply(dictionary.dictionary);
   ASSERT_EQ(master.sensors().size(), 2u);
   EXPECT_EQ(master.sensors()[1].description, "about SwapMemory");
+  // Units and descriptions travel in the update (the master's MetricInfoStore keeps them once);
+  // the connection's dictionary keeps keys and kinds.
+  EXPECT_EQ(dictionary.dictionary.series[1].info.unit, "percent");
+  EXPECT_EQ(dictionary.dictionary.series[0].info.description, "the total");
   ASSERT_EQ(master.series().size(), 3u);
   EXPECT_EQ(master.series()[2].info.kind, Kind::counter);
-  EXPECT_EQ(master.series()[1].info.unit, "percent");
-  EXPECT_EQ(master.series()[0].info.description, "the total");
+  EXPECT_EQ(master.series()[1].key, dictionary.dictionary.series[1].key);
+  EXPECT_EQ(master.series()[1].info.unit, "");
+  EXPECT_EQ(master.series()[0].info.description, "");
 
   Message batch = decode(messages[1].data(), messages[1].size());
   ASSERT_EQ(batch.type, MessageType::batch);
