@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -172,10 +173,17 @@ class MasterDictionary {
   // Throws ProtocolError on an index the agent never defined.
   Sample resolve(const WireSample& wire, const std::string& host) const;
 
-  // The series' kind only: units and descriptions are not kept per connection (apply()).
-  const MetricInfo* info(std::uint32_t series) const;
+  // What a connection keeps of a series: what resolving its samples needs. Units and
+  // descriptions are the same for every agent: the master keeps them once (MetricInfoStore).
+  struct KnownSeries {
+    std::string key;
+    std::uint32_t sensor = 0;
+    Kind kind = Kind::gauge;
+  };
+  // The series' kind; nullopt for an index the agent never defined.
+  std::optional<Kind> kind(std::uint32_t series) const;
   const std::vector<SensorDescription>& sensors() const { return sensors_; }
-  const std::vector<SeriesDescription>& series() const { return series_; }
+  const std::vector<KnownSeries>& series() const { return series_; }
   void clear();
 
   // Far beyond any agent's catalog; a peer that goes past them is refused (ProtocolError).
@@ -184,7 +192,7 @@ class MasterDictionary {
 
  private:
   std::vector<SensorDescription> sensors_;
-  std::vector<SeriesDescription> series_;
+  std::vector<KnownSeries> series_;
   ConnectionMemory memory_;
 };
 

@@ -171,7 +171,7 @@ struct Connection {
         for (const auto& wire : message.samples) samples.push_back(dictionary.resolve(wire, host));
         for (std::size_t i = 0; i < samples.size(); ++i) {
           FUZZ_CHECK(samples[i].metrics.size() == message.samples[i].values.size());
-          for (std::uint32_t series : message.samples[i].series) FUZZ_CHECK(dictionary.info(series) != nullptr);
+          for (std::uint32_t series : message.samples[i].series) FUZZ_CHECK(dictionary.kind(series).has_value());
         }
         check_batch_round_trip(message.sequence, samples);
         return;

@@ -70,10 +70,11 @@ TEST(Codec, BatchRoundTripThroughBothDictionaries) {
   EXPECT_EQ(dictionary.dictionary.series[1].info.unit, "percent");
   EXPECT_EQ(dictionary.dictionary.series[0].info.description, "the total");
   ASSERT_EQ(master.series().size(), 3u);
-  EXPECT_EQ(master.series()[2].info.kind, Kind::counter);
+  EXPECT_EQ(master.series()[2].kind, Kind::counter);
+  EXPECT_EQ(master.kind(2), Kind::counter);
+  EXPECT_EQ(master.kind(3), std::nullopt);
   EXPECT_EQ(master.series()[1].key, dictionary.dictionary.series[1].key);
-  EXPECT_EQ(master.series()[1].info.unit, "");
-  EXPECT_EQ(master.series()[0].info.description, "");
+  EXPECT_EQ(master.series()[1].sensor, dictionary.dictionary.series[1].sensor);
 
   Message batch = decode(messages[1].data(), messages[1].size());
   ASSERT_EQ(batch.type, MessageType::batch);
