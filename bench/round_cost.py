@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""The fixed cost of one lagent round: an agent with one sensor that reads almost nothing
+(CPUCount), so what it costs is the agent's own machinery (timers, thread hand-offs, batching,
+spool, ZeroMQ, acknowledgements), per round and per thread.
+
+Usage:
+  /usr/bin/python3 bench/round_cost.py [--seconds 20] [--warmup 3] [--interval 0.1 --interval 1]
+                                       [--sensor CPUCount] [--lagent PATH] [--lmaster PATH] [--keep]
+
+For each --interval (default 0.1 and 1 s), one after the other: lmaster (HDF5 output) and an
+lagent with only [sensor:<sensor>] at that interval (lagent's own sensor at its default 10 s),
+on 127.0.0.1, in a temporary directory. After --warmup s it measures for --seconds, per thread of
+lagent (/proc/<pid>/task/<tid>): run time (schedstat, ns), voluntary and involuntary context
+switches (status), and divides by the rounds in the window (window / interval). Threads that
+start or end inside the window are counted for what both ends saw, and listed.
+
+Targets (issue 27): <= 100 us of CPU and <= 2 context switches per round for this agent.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import read_text, wait_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def thread_counters(pid):
+    """{tid: (name, run_ns, voluntary, involuntary)} of every thread of `pid` now."""
+    counters = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            name = read_text(f"{base}/comm").strip()
+            run_ns = int(read_text(f"{base}/schedstat").split()[0])
+            status = read_text(f"{base}/status")
+            voluntary = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+            involuntary = int(re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+        except (AttributeError, IndexError, ValueError):
+            continue  # the thread ended while it was read
+        counters[tid] = (name, run_ns, voluntary, involuntary)
+    return counters
+
+
+def measure(args, interval, directory):
+    processes = []
+
+    def spawn(name, argv):
+        err = open(os.path.join(directory, name + ".err"), "w")
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        processes.append(process)
+        return process
+
+    try:
+        path = lambda name: os.path.join(directory, name)
+        with open(path("lmaster.conf"), "w") as f:
+            f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\ndata_dir = {path('lmaster-data')}\n"
+                    f"[hdf5]\npath = {path('data.h5')}\n")
+        spawn("lmaster", [args.lmaster, "run", "-c", path("lmaster.conf"), "-p", path("lmaster.pid")])
+        port = wait_for(lambda: re.search(r"listening on tcp://127\.0\.0\.1:(\d+)", read_text(path("lmaster.err"))),
+                        30, "lmaster to listen").group(1)
+        with open(path("lagent.conf"), "w") as f:
+            f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n"
+                    f"[lagent]\nhost = benchnode\nspool_dir = {path('spool')}\n"
+                    f"[sensor:{args.sensor}]\ntime_interval = {interval}\n")
+        agent = spawn("lagent", [args.lagent, "run", "-c", path("lagent.conf"), "-p", path("lagent.pid")])
+        wait_for(lambda: "sending to lmaster" in read_text(path("lagent.err")) or
+                 "lagent 0" in read_text(path("lagent.err")), 30, "lagent to start")
+        time.sleep(args.warmup)  # the measurement window is a duration, not a condition
+        before = thread_counters(agent.pid)
+        started = time.monotonic()
+        time.sleep(args.seconds)
+        after = thread_counters(agent.pid)
+        window = time.monotonic() - started
+        if agent.poll() is not None:
+            raise RuntimeError("lagent exited:\n" + read_text(path("lagent.err")))
+    finally:
+        for process in reversed(processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+    rounds = window / interval
+    rows = []
+    for tid in sorted(set(before) | set(after), key=int):
+        name = (after.get(tid) or before.get(tid))[0]
+        if tid not in before or tid not in after:
+            rows.append((tid, name, None, None, None))
+            continue
+        run = (after[tid][1] - before[tid][1]) / 1e3 / rounds  # us per round
+        voluntary = (after[tid][2] - before[tid][2]) / rounds
+        involuntary = (after[tid][3] - before[tid][3]) / rounds
+        rows.append((tid, name, run, voluntary, involuntary))
+    return window, rounds, rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--warmup", type=float, default=3)
+    parser.add_argument("--interval", type=float, action="append")
+    parser.add_argument("--sensor", default="CPUCount")
+    parser.add_argument("--lagent", default=os.environ.get("LAGENT", os.path.join(ROOT, "build", "lagent", "lagent")))
+    parser.add_argument("--lmaster", default=os.environ.get("LMASTER", os.path.join(ROOT, "build", "lmaster", "lmaster")))
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    intervals = args.interval or [0.1, 1.0]
+    print(f"command: /usr/bin/python3 {' '.join(sys.argv)}")
+    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; lagent {args.lagent}")
+    directory = tempfile.mkdtemp(prefix="fructosa-round-cost-")
+    try:
+        for interval in intervals:
+            run_dir = os.path.join(directory, f"interval-{interval}")
+            os.makedirs(run_dir)
+            window, rounds, rows = measure(args, interval, run_dir)
+            print(f"\n[sensor:{args.sensor}] time_interval = {interval}: {rounds:.0f} rounds in {window:.1f} s")
+            print(f"  {'thread':<16} {'tid':>8} {'CPU us/round':>13} {'voluntary/round':>16} {'involuntary/round':>18}")
+            total = [0.0, 0.0, 0.0]
+            for tid, name, run, voluntary, involuntary in rows:
+                if run is None:
+                    print(f"  {name:<16} {tid:>8}   (started or ended in the window: not counted)")
+                    continue
+                total = [total[0] + run, total[1] + voluntary, total[2] + involuntary]
+                print(f"  {name:<16} {tid:>8} {run:13.1f} {voluntary:16.2f} {involuntary:18.2f}")
+            print(f"  {'all':<16} {'':>8} {total[0]:13.1f} {total[1]:16.2f} {total[2]:18.2f}")
+            print(f"round: {total[0]:.1f} us of CPU (target <= 100), {total[1] + total[2]:.2f} context switches "
+                  f"(target <= 2) per round at {interval} s")
+        print(f"load at the end {os.getloadavg()[0]:.2f}")
+    finally:
+        if args.keep:
+            print(f"kept {directory}")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
