@@ -1,5 +1,7 @@
 """Helpers shared by the benchmark scripts of bench/ (imported from the script's directory)."""
+import signal
 import socket
+import subprocess
 import time
 
 
@@ -30,3 +32,16 @@ def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def stop_processes(processes, timeout=30):
+    """SIGTERM to each process still running (by its PID, newest first), then wait; SIGKILL to
+    one that does not stop within `timeout` s."""
+    for process in reversed(processes):
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

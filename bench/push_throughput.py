@@ -31,14 +31,13 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchlib import read_text, wait_for
+from benchlib import read_text, stop_processes, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -126,14 +125,7 @@ class Run:
         wait_for(lambda: os.path.exists(self.sock), 30, "the push socket")
 
     def stop(self):
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        stop_processes(self.processes)
         self.processes = []
 
     def cleanup(self):

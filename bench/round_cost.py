@@ -20,13 +20,12 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from benchlib import read_text, wait_for
+from benchlib import read_text, stop_processes, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -82,14 +81,7 @@ def measure(args, interval, directory):
         if agent.poll() is not None:
             raise RuntimeError("lagent exited:\n" + read_text(path("lagent.err")))
     finally:
-        for process in reversed(processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+        stop_processes(processes)
     rounds = window / interval
     rows = []
     for tid in sorted(set(before) | set(after), key=int):
