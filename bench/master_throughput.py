@@ -14,7 +14,9 @@ Usage:
     M values each (default 200), as fast as acknowledgements allow (--window unacknowledged
     batches per agent; --interval S paces each agent to one batch every S seconds instead), for
     --seconds after --warmup. Measured: lmaster's CPU (utime+stime of its pid over the
-    measurement window, % of one core and ns per point), its peak RSS (VmHWM), points/s
+    measurement window, % of one core and ns per point), its peak RSS (VmHWM) and the slope of
+    its RSS over the second half of the window (VmRSS every 0.2 s, least squares, MiB per hour:
+    run `--interval 1 --seconds 1800` for a paced half hour), points/s
     acknowledged (master_load) and arriving at the sink in the same window, whether every
     acknowledged point reached the sink once everything is delivered, latency (receive time at
     the sink - sample time) p50/p99 of the points received in the measurement window, payload bytes per point on the wire (master_load) and HDF5
@@ -93,6 +95,7 @@ class ProcessMonitor:
         self.cpu = []  # (unix time, cpu seconds)
         self.threads = {}  # lmaster's output threads ("out:graphite"): [(unix time, cpu seconds)]
         self.peak_rss_kib = 0
+        self.rss = []  # (unix time, VmRSS KiB)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -110,6 +113,9 @@ class ProcessMonitor:
         match = re.search(r"VmHWM:\s+(\d+) kB", status)
         if match:
             self.peak_rss_kib = max(self.peak_rss_kib, int(match.group(1)))
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        if match:
+            self.rss.append((now, int(match.group(1))))
         for task in glob.glob(f"/proc/{self.pid}/task/*/stat"):
             try:
                 with open(task) as f:
@@ -125,6 +131,17 @@ class ProcessMonitor:
     def _run(self):
         while not self._stop.is_set() and self.sample():
             self._stop.wait(0.2)
+
+    def rss_slope(self, start, end):
+        """MiB per hour by least squares over the second half of [start, end]: memory that still
+        grows once the queues and buffers have filled (None with fewer than 10 samples)."""
+        points = [(t, kib / 1024.0) for t, kib in self.rss if start + (end - start) / 2 <= t <= end]
+        if len(points) < 10:
+            return None
+        mean_t = sum(t for t, _ in points) / len(points)
+        mean_m = sum(m for _, m in points) / len(points)
+        spread = sum((t - mean_t) ** 2 for t, _ in points)
+        return 3600.0 * sum((t - mean_t) * (m - mean_m) for t, m in points) / spread if spread else None
 
     def cpu_between(self, start, end):
         return interpolate(self.cpu, end) - interpolate(self.cpu, start)
@@ -310,6 +327,7 @@ def measure_lmaster(options, directory):
             "cpu_percent": 100.0 * cpu_s / options.seconds,
             "cpu_ns_per_point": 1e9 * cpu_s / window_acked if window_acked else None,
             "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
+            "rss_slope_mib_per_hour": monitor.rss_slope(start, end),
             "latency_p50_s": final.get("window_latency_s", {}).get("p50"),
             "latency_p99_s": final.get("window_latency_s", {}).get("p99"),
             "latency_max_s": final.get("window_latency_s", {}).get("max"),
@@ -388,6 +406,7 @@ def relay_step(options, directory, rate, number):
             "points_at_sink": final.get("matched", arrived),
             "cpu_percent": 100.0 * monitor.cpu_between(start, end) / options.relay_seconds,
             "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
+            "rss_slope_mib_per_hour": monitor.rss_slope(start, end),
             "latency_p50_s": final.get("window_latency_s", {}).get("p50"),
             "latency_p99_s": final.get("window_latency_s", {}).get("p99"),
             "wire_bytes_per_point": load["batch_bytes_per_point"],
@@ -436,15 +455,16 @@ def print_table(options, lmaster, relay):
             ("CPU, % of one core", "cpu_percent", "cpu_percent", ".0f"),
             ("CPU ns per point", "cpu_ns_per_point", "cpu_ns_per_point", ",.0f"),
             ("peak RSS, MiB", "peak_rss_mib", "peak_rss_mib", ".1f"),
+            ("RSS slope, MiB/h (2nd half)", "rss_slope_mib_per_hour", "rss_slope_mib_per_hour", "+.1f"),
             ("latency p50, s", "latency_p50_s", "latency_p50_s", ".3f"),
             ("latency p99, s", "latency_p99_s", "latency_p99_s", ".3f"),
             ("wire bytes per point", "wire_bytes_per_point", "wire_bytes_per_point", ".2f"),
             ("master_load ns per point", "generator_cpu_ns_per_point", "generator_cpu_ns_per_point", ",.0f")]
-    print(f"\n{'':26} {'lmaster':>14} {'carbon-c-relay':>16}")
+    print(f"\n{'':28} {'lmaster':>14} {'carbon-c-relay':>16}")
     for title, lkey, rkey, spec in rows:
         left = fmt(lmaster.get(lkey), spec) if lmaster else "-"
         right = fmt(relay.get(rkey), spec) if relay else "-"
-        print(f"{title:26} {left:>14} {right:>16}")
+        print(f"{title:28} {left:>14} {right:>16}")
     if lmaster:
         if not options.no_hdf5:
             print(f"{'HDF5 bytes per point':26} {fmt(lmaster['hdf5_bytes_per_point'], '.2f'):>14} "
