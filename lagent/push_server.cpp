@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -126,6 +128,7 @@ struct PushServer::Impl {
   asio::io_context io;
   stream::acceptor acceptor;
   std::set<std::shared_ptr<Connection>> connections;  // io thread
+  std::map<uid_t, std::size_t> connections_of;        // io thread: open connections per user
   std::thread thread;
   dev_t device = 0;
   ino_t inode = 0;
@@ -137,6 +140,7 @@ struct PushServer::Impl::Connection : std::enable_shared_from_this<Connection> {
 
   Impl& server;
   stream::socket socket;
+  std::optional<uid_t> uid;  // counted in connections_of until closed
   asio::steady_timer linger_timer;  // a refused connection's last wait for its client to close
   bool refused_connection = false;
   std::uint64_t job = 0;
@@ -155,6 +159,11 @@ struct PushServer::Impl::Connection : std::enable_shared_from_this<Connection> {
     boost::system::error_code ignored;
     socket.close(ignored);
     linger_timer.cancel();
+    if (uid) {
+      auto count = server.connections_of.find(*uid);
+      if (count != server.connections_of.end() && --count->second == 0) server.connections_of.erase(count);
+      uid.reset();
+    }
     server.connections.erase(shared_from_this());
   }
 
@@ -295,15 +304,23 @@ void PushServer::Impl::start(std::shared_ptr<Connection> connection) {
   auto& pushed = sensors::PushedMetrics::instance();
   pushed.count_connection();
   connections.insert(connection);
-  if (connections.size() > settings.max_connections) {
-    connection->refuse_connection(fmt::format("lagent serves {} push connections already", settings.max_connections));
-    return;
-  }
   // Who is at the other end, as the kernel saw it at connect(): the pid is the job's proof.
   ucred peer{};
   socklen_t size = sizeof peer;
   if (::getsockopt(connection->socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.pid <= 0) {
     connection->refuse_connection("lagent cannot tell which process connected");
+    return;
+  }
+  // One user's idle connections cannot take every other user's place.
+  connection->uid = peer.uid;
+  std::size_t of_user = ++connections_of[peer.uid];
+  if (of_user > settings.max_connections_per_user) {
+    connection->refuse_connection(fmt::format("uid {} has {} push connections open already", peer.uid,
+                                              settings.max_connections_per_user));
+    return;
+  }
+  if (connections.size() > settings.max_connections) {
+    connection->refuse_connection(fmt::format("lagent serves {} push connections already", settings.max_connections));
     return;
   }
   connection->job = settings.jobs ? settings.jobs->job_of_pid(peer.pid) : 0;

@@ -17,7 +17,8 @@ struct PushServerSettings {
   std::string socket_path;
   bool allow_outside_jobs = false;  // false: a process in no job is refused
   std::shared_ptr<sensors::JobDirectory> jobs;
-  std::size_t max_connections = 256;  // open at once; more are told so and closed
+  std::size_t max_connections = 1024;          // open at once; more are told so and closed
+  std::size_t max_connections_per_user = 64;   // of one uid (SO_PEERCRED), likewise
 };
 
 class PushServer {

@@ -325,3 +325,25 @@ class PushTest(FructosaTestCase):
         self.assertEqual(done_counts(reply.decode()), (2, 0, 0), reply)
         wait_for(lambda: self.values("User", 0, "second"), what="the second name in lmaster")
         self.stop_both(master, agent)
+
+    def test_one_users_idle_connections_do_not_lock_out_the_others(self):
+        master, agent = self.start(extra_lagent="push_allow_outside_jobs = true\n")
+        held = []
+        self.addCleanup(lambda: [s.close() for s in held])
+        for _ in range(64):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(self.sock)
+            held.append(s)
+        refused = push_raw(self.sock, b"x:1|g\n")
+        self.assertIn("refused: uid 0 has 64 push connections open already", refused)
+        # Another user still gets in (the socket and its directories are open to everyone).
+        os.chmod(self.dir, 0o755)
+        os.chmod(os.path.dirname(self.sock), 0o755)
+        other = subprocess.run(["runuser", "-u", "nobody", "--", LAGENT, "push", "y", "1", "--socket", self.sock],
+                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(other.returncode, 0, other.stderr)
+        # Closing some gives the user room again.
+        for s in held[:10]:
+            s.close()
+        wait_for(lambda: "done accepted=1" in push_raw(self.sock, b"z:1|g\n"), what="room for uid 0 again")
+        self.stop_both(master, agent)
