@@ -10,7 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <ostream>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -125,7 +125,7 @@ int push_command(int argc, char** argv, int in_fd, std::ostream& err) {
     } else if (arg == "-c" || arg == "--config") {
       config_path = value_of(arg);
     } else if (arg == "-h" || arg == "--help") {
-      err << kPushUsage;
+      std::cout << kPushUsage;  // asked for: standard output, as every --help
       return 0;
     } else if (arg == "--") {
       for (++i; i < argc; ++i) words.push_back(argv[i]);
