@@ -23,7 +23,6 @@
 #include "localhost_name.h"
 #include "logging.h"
 #include "push_server.h"
-#include "pushed_metrics.h"
 #include "schedule.h"
 #include "sender.h"
 #include "service_notify.h"
@@ -272,33 +271,7 @@ class Agent {
 
   // Listens on [lagent] push_socket while a [sensor:User] section exists (docs/push.md); a
   // reload that changes neither the socket nor the job discovery keeps the connections open.
-  void update_push_socket() {
-    auto& pushed = sensors::PushedMetrics::instance();
-    if (!config_.push) {
-      push_.reset();
-      pushed.close("no [sensor:User] section");
-      return;
-    }
-    PushServerSettings settings{config_.push_socket, config_.push_allow_outside_jobs, jobs_};
-    if (push_ && push_->settings().socket_path == settings.socket_path &&
-        push_->settings().allow_outside_jobs == settings.allow_outside_jobs && push_->settings().jobs == jobs_) {
-      pushed.open(config_.push_limits);
-      return;
-    }
-    push_.reset();  // the path is free again before it is bound anew
-    try {
-      push_ = std::make_unique<PushServer>(settings);
-    } catch (const std::exception& error) {
-      spdlog::error("{}; nothing can be pushed, and [sensor:User] is unavailable", error.what());
-      pushed.close(error.what());
-      return;
-    }
-    pushed.open(config_.push_limits);
-    spdlog::info("push socket {}: listening (mode 0666); what a process pushes is its job's ({} jobs, {} names per "
-                 "job, {} lines per second per job)",
-                 settings.socket_path, settings.allow_outside_jobs ? "also outside" : "only from",
-                 config_.push_limits.max_names_per_job, config_.push_limits.max_lines_per_second);
-  }
+  void update_push_socket() { update_push_server(push_, config_, jobs_); }
 
   // `lmaster ctl interval`: `sensor` reads every `interval` s for `duration` s, then at its
   // configured interval again (kwollect's on-demand metrics). On the io thread.

@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "agent_config.h"
 #include "jobs.h"
 #include "pushed_metrics.h"
 
@@ -337,6 +338,35 @@ void PushServer::Impl::start(std::shared_ptr<Connection> connection) {
 }
 
 PushServer::PushServer(PushServerSettings settings) : impl_(std::make_unique<Impl>(std::move(settings))) {}
+
+void update_push_server(std::unique_ptr<PushServer>& server, const AgentConfig& config,
+                        const std::shared_ptr<sensors::JobDirectory>& jobs) {
+  auto& pushed = sensors::PushedMetrics::instance();
+  if (!config.push) {
+    server.reset();
+    pushed.close("no [sensor:User] section");
+    return;
+  }
+  PushServerSettings settings{config.push_socket, config.push_allow_outside_jobs, jobs};
+  if (server && server->settings().socket_path == settings.socket_path &&
+      server->settings().allow_outside_jobs == settings.allow_outside_jobs && server->settings().jobs == jobs) {
+    pushed.open(config.push_limits);
+    return;
+  }
+  server.reset();  // the path is free again before it is bound anew
+  try {
+    server = std::make_unique<PushServer>(settings);
+  } catch (const std::exception& error) {
+    spdlog::error("{}; nothing can be pushed, and [sensor:User] is unavailable", error.what());
+    pushed.close(error.what());
+    return;
+  }
+  pushed.open(config.push_limits);
+  spdlog::info("push socket {}: listening (mode 0666); what a process pushes is its job's ({} jobs, {} names per "
+               "job, {} lines per second per job)",
+               settings.socket_path, settings.allow_outside_jobs ? "also outside" : "only from",
+               config.push_limits.max_names_per_job, config.push_limits.max_lines_per_second);
+}
 
 PushServer::~PushServer() = default;
 

@@ -13,6 +13,8 @@ class JobDirectory;
 
 namespace fructosa::agent {
 
+struct AgentConfig;
+
 struct PushServerSettings {
   std::string socket_path;
   bool allow_outside_jobs = false;  // false: a process in no job is refused
@@ -37,6 +39,12 @@ class PushServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Listens on the configuration's push_socket while it has a [sensor:User] section, opening or
+// closing the store the User sensor reads (sensors/pushed_metrics.h). A server whose socket,
+// job directory and push_allow_outside_jobs are unchanged is kept, with its connections.
+void update_push_server(std::unique_ptr<PushServer>& server, const AgentConfig& config,
+                        const std::shared_ptr<sensors::JobDirectory>& jobs);
 
 // What the server answers, and `lagent push` reads (docs/push.md, "Replies").
 inline constexpr const char* kPushRefusedPrefix = "refused: ";  // the connection is not served
