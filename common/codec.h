@@ -97,8 +97,8 @@ Bytes encode_control(const std::string& sensor, double interval_s, double durati
 Bytes encode_dictionary(const DictionaryUpdate& update);
 
 // What both ends of a connection remember of its last sample of each (sensor, job): the compact
-// batch encoding sends only what changed since (codec.cpp). Both sides update it with the same
-// samples in the same order, and clear it with the dictionary.
+// batch encoding (compact_batch.h) sends only what changed since. Both sides update it with the
+// same samples in the same order, and clear it with the dictionary.
 struct ConnectionMemory {
   struct Last {
     std::vector<std::uint32_t> series;
