@@ -6,8 +6,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
-#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -94,7 +96,8 @@ struct Replies {
       } else if (line.rfind(kPushDonePrefix, 0) == 0) {
         done = true;
         unsigned long long accepted = 0, refused = 0, dropped = 0;
-        if (std::sscanf(line.c_str(), "done accepted=%llu refused=%llu dropped=%llu", &accepted, &refused, &dropped) == 3) {
+        if (std::sscanf(line.c_str(), "done accepted=%llu refused=%llu dropped=%llu", &accepted, &refused, &dropped) ==
+            3) {
           not_taken = refused + dropped;
           if (not_taken && !one_line)
             err << fmt::format("lagent push: {} line(s) taken, {} refused, {} dropped\n", accepted, refused, dropped);
@@ -117,7 +120,8 @@ int push_command(int argc, char** argv, int in_fd, std::ostream& err) {
       if (i + 1 >= argc) throw std::invalid_argument(option + " needs a value");
       return argv[++i];
     };
-    bool number = arg.size() > 1 && arg[0] == '-' && (std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.');
+    bool number =
+        arg.size() > 1 && arg[0] == '-' && (std::isdigit(static_cast<unsigned char>(arg[1])) || arg[1] == '.');
     if (arg == "--counter") {
       counter = true;
     } else if (arg == "--socket") {

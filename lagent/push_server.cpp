@@ -253,7 +253,8 @@ struct PushServer::Impl::Connection : std::enable_shared_from_this<Connection> {
     accepted += sensors::PushedMetrics::instance().push(
         job, lines, steady_ns(), [&](std::size_t i, sensors::PushRefusal why, std::string_view reason) {
           (why == sensors::PushRefusal::malformed ? refused : dropped) += 1;
-          if (errors_listed++ < kMaxErrorLines) reply += fmt::format("{}{}: {}\n", kPushErrorPrefix, first + i + 1, reason);
+          if (errors_listed++ < kMaxErrorLines)
+            reply += fmt::format("{}{}: {}\n", kPushErrorPrefix, first + i + 1, reason);
         });
     write();
   }

@@ -161,7 +161,8 @@ PushLine parse_prometheus(std::string_view text) {
       for (char c : label)
         if (!is_name_char(c) || c == '-') return refused(fmt::format("label name holds {}", shown(c)));
       rest = trim(rest.substr(equals + 1));
-      if (rest.empty() || rest.front() != '"') return refused(fmt::format("label {}'s value is not quoted", quoted(label)));
+      if (rest.empty() || rest.front() != '"')
+        return refused(fmt::format("label {}'s value is not quoted", quoted(label)));
       rest.remove_prefix(1);
       std::string value;
       bool closed = false;

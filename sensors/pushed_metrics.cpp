@@ -71,7 +71,7 @@ bool ignored_line(std::string_view text) {
 }  // namespace
 
 std::size_t PushedMetrics::push(std::uint64_t job, const std::vector<std::string_view>& lines, std::int64_t now_ns,
-                         const std::function<void(std::size_t, PushRefusal, std::string_view)>& refuse) {
+                                const std::function<void(std::size_t, PushRefusal, std::string_view)>& refuse) {
   const std::int64_t second = now_ns / 1'000'000'000;
   std::lock_guard lock(mutex_);
   JobState& state = job_locked(job);
@@ -100,7 +100,8 @@ std::size_t PushedMetrics::push(std::uint64_t job, const std::vector<std::string
       }
       // One text for every line of a flood: formatting each would cost more than dropping it.
       if (rate_reason.empty())
-        rate_reason = fmt::format("dropped: more than {} lines per second from {}", limits_.max_lines_per_second, whose(job));
+        rate_reason =
+            fmt::format("dropped: more than {} lines per second from {}", limits_.max_lines_per_second, whose(job));
       refuse(i, PushRefusal::rate, rate_reason);
       continue;
     }
@@ -122,8 +123,9 @@ std::size_t PushedMetrics::push(std::uint64_t job, const std::vector<std::string
                        "([lagent] push_max_names_per_job; lagent's push_names_dropped)",
                        whose(job), limits_.max_names_per_job, line.name);
         }
-        refuse(i, PushRefusal::names, fmt::format("dropped: '{}' would be name {} of {}, more than {} allowed", line.name,
-                              state.entries.size() + 1, whose(job), limits_.max_names_per_job));
+        refuse(i, PushRefusal::names,
+               fmt::format("dropped: '{}' would be name {} of {}, more than {} allowed", line.name,
+                           state.entries.size() + 1, whose(job), limits_.max_names_per_job));
         continue;
       }
       found = state.index.emplace(line.name, state.entries.size()).first;
@@ -132,8 +134,9 @@ std::size_t PushedMetrics::push(std::uint64_t job, const std::vector<std::string
     auto& entry = state.entries[found->second];
     if (entry.kind != line.kind) {
       count(&PushCounts::refused);
-      refuse(i, PushRefusal::malformed, fmt::format("'{}' was pushed as a {} first; a name keeps its type while the job runs", entry.name,
-                            entry.kind == PushedKind::gauge ? "gauge (|g)" : "counter (|c)"));
+      refuse(i, PushRefusal::malformed,
+             fmt::format("'{}' was pushed as a {} first; a name keeps its type while the job runs", entry.name,
+                         entry.kind == PushedKind::gauge ? "gauge (|g)" : "counter (|c)"));
       continue;
     }
     // Each increment is finite, their sum need not be (1e308|c twice): what is reported must be.
