@@ -11,7 +11,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -23,7 +22,7 @@
 #include "localhost_name.h"
 #include "logging.h"
 #include "push_server.h"
-#include "schedule.h"
+#include "round_runner.h"
 #include "sender.h"
 #include "service_notify.h"
 #include "startup_pages.h"
@@ -56,21 +55,6 @@ bool same_reading(const SensorConfig& a, const SensorConfig& b) {
 
 // How long a stopping agent waits for lmaster to acknowledge what it sent last.
 constexpr double kStopLingerSeconds = 3.0;
-// Threads that run sensor reads (Agent::Round): one per reading time, more while a read is slow.
-constexpr std::size_t kReaderThreads = 4;
-// How long the sensors of one reading time wait for a reader busy with another before a
-// second reader takes them (Agent::Round).
-constexpr std::chrono::milliseconds kRoundHelpAfter{20};
-// An unavailable sensor (no battery, no GPU library, ...) is tried again after 1, 2, 4, ...
-// intervals, at most this long apart (RetryBackoff, schedule.h): it comes back within about a
-// minute, or at the next reading after a job started or ended.
-constexpr std::int64_t kUnavailableRetryMaxNs = 60'000'000'000;
-
-std::int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 double thread_cpu_seconds() {
   timespec now{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
@@ -110,42 +94,76 @@ class SenderSlot {
   std::shared_ptr<Sender> sender_;
 };
 
-// One active sensor: its timer, its schedule and its state between readings.
-struct SensorTask {
-  SensorTask(asio::io_context& io, const SensorConfig& config, std::shared_ptr<sensors::JobDirectory> jobs_in,
-             std::unique_ptr<sensors::Sensor> sensor_in)
-      : definition(config.definition),
+// Node samples name the jobs running on the node when they were taken, as colmet's do.
+void label_involved_jobs(sensors::JobDirectory& jobs, std::vector<Sample>& samples) {
+  if (samples.empty()) return;
+  auto snapshot = jobs.snapshot();
+  if (snapshot->involved_jobs.empty()) return;
+  for (auto& sample : samples)
+    if (sample.job == 0) sample.labels.push_back({"involved_jobs", snapshot->involved_jobs});
+}
+
+// One active sensor: how to read it, and its state between readings. When it is read is the
+// RoundRunner's (round_runner.h).
+struct SensorTask final : RoundTask {
+  SensorTask(asio::io_context& io, const SensorConfig& config, std::string host_in,
+             std::shared_ptr<sensors::JobDirectory> jobs_in, std::unique_ptr<sensors::Sensor> sensor_in)
+      : RoundTask(config.definition->name, config.interval),
+        definition(config.definition),
         config(config),
+        host(std::move(host_in)),
         jobs(std::move(jobs_in)),
         sensor(std::move(sensor_in)),
-        schedule(static_cast<std::int64_t>(config.interval * 1e9)),
-        timer(io),
         revert_timer(io) {}
 
+  void read(std::int64_t deadline, std::vector<Sample>& out) override {
+    std::vector<Sample> samples;
+    // A sample is stamped with its (aligned) reading time, so every node's readings line up
+    // and gaps can be counted; the read itself starts within milliseconds of it.
+    sensors::SampleWriter writer(samples, host, definition->name, deadline);
+    const auto started = std::chrono::steady_clock::now();
+    const double cpu_started = thread_cpu_seconds();
+    bool success = false;
+    try {
+      if (!sensor->sample(writer)) samples.clear();
+      success = true;
+      label_involved_jobs(*jobs, samples);
+      if (unavailable) {
+        spdlog::info("sensor {} works again", definition->name);
+        unavailable = false;
+      }
+      failures_in_a_row.store(0, std::memory_order_relaxed);
+    } catch (const sensors::SensorUnavailable& why) {
+      if (!unavailable) spdlog::warn("sensor {} unavailable: {}", definition->name, why.what());
+      unavailable = true;
+      failures_in_a_row.fetch_add(1, std::memory_order_relaxed);
+      samples.clear();
+    } catch (const std::exception& error) {
+      if (!unavailable) spdlog::error("sensor {} failed: {}", definition->name, error.what());
+      unavailable = true;
+      failures_in_a_row.fetch_add(1, std::memory_order_relaxed);
+      samples.clear();
+    }
+    sensors::AgentStats::instance().record_read(
+        definition->name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+        thread_cpu_seconds() - cpu_started, success);
+    if (out.empty())
+      out.swap(samples);
+    else
+      for (auto& sample : samples) out.push_back(std::move(sample));
+  }
+
+  std::string running_jobs() override { return jobs->snapshot()->involved_jobs; }
+
   const sensors::SensorDefinition* definition;
-  SensorConfig config;  // what it was made from: a reload keeps it running when unchanged
+  const SensorConfig config;  // what it was made from: a reload keeps it running when unchanged
+  const std::string host;
   // Before `sensor`, which may point into it: a reload replaces the agent's directory while a
   // reading of the old sensor may still be running.
   std::shared_ptr<sensors::JobDirectory> jobs;
   std::unique_ptr<sensors::Sensor> sensor;
-  AlignedSchedule schedule;
-  asio::steady_timer timer;
   asio::steady_timer revert_timer;  // ends an interval lmaster set for a while (`lmaster ctl`)
-  std::int64_t deadline = 0;
-  std::atomic<bool> busy{false};
-  std::atomic<bool> stopped{false};
-  bool unavailable = false;  // touched by the reading thread only (reads never overlap)
-  // Readings that failed in a row (set by the reading thread), and the reading time of the last
-  // one handed to a reader (io thread): an unavailable sensor is tried again less and less often.
-  std::atomic<std::uint32_t> failures_in_a_row{0};
-  std::int64_t last_read = 0;
-  RetryBackoff retry{kUnavailableRetryMaxNs};  // io thread
-};
-
-// A reading handed to a reader: the sensor and its reading time.
-struct DueReading {
-  std::shared_ptr<SensorTask> task;
-  std::int64_t deadline;
+  bool unavailable = false;         // reads never overlap
 };
 
 class Agent {
@@ -176,7 +194,7 @@ class Agent {
     io_.run();
     push_.reset();
     stop_sensors();
-    pool_.join();
+    runner_.stop();  // after the readings running now
     std::size_t left = slot_.get()->stop(kStopLingerSeconds);
     if (left) spdlog::warn("stopping with {} batch(es) {} has not taken", left, destination_of(config_));
     spdlog::info("lagent stopped");
@@ -228,16 +246,16 @@ class Agent {
     SensorSet set;
     set.jobs = std::make_shared<sensors::JobDirectory>(config.jobs, config.roots);
     for_each_new_sensor(config, set.jobs.get(), [&](const SensorConfig& sensor_config, auto sensor) {
-      set.tasks.push_back(std::make_shared<SensorTask>(io_, sensor_config, set.jobs, std::move(sensor)));
+      set.tasks.push_back(std::make_shared<SensorTask>(io_, sensor_config, config.host, set.jobs, std::move(sensor)));
     });
     return set;
   }
 
-  // For a reload: the running tasks whose section did not change are kept (their timers run on,
-  // so they lose no reading); the others are made anew. Changed roots or [jobs] remake all.
+  // For a reload: the running tasks whose section did not change are kept (their schedules run
+  // on, so they lose no reading); the others are made anew. Changed roots, [jobs] or host remake all.
   SensorSet remake_sensors(const AgentConfig& fresh) {
     bool same_base = fresh.jobs == config_.jobs && fresh.roots.proc == config_.roots.proc &&
-                     fresh.roots.sys == config_.roots.sys;
+                     fresh.roots.sys == config_.roots.sys && fresh.host == config_.host;
     SensorSet set;
     set.jobs = same_base ? jobs_ : std::make_shared<sensors::JobDirectory>(fresh.jobs, fresh.roots);
     for (const auto& sensor_config : fresh.sensors) {
@@ -248,7 +266,7 @@ class Agent {
       if (kept != tasks_.end()) {
         set.tasks.push_back(*kept);
       } else {
-        set.tasks.push_back(std::make_shared<SensorTask>(io_, sensor_config, set.jobs,
+        set.tasks.push_back(std::make_shared<SensorTask>(io_, sensor_config, fresh.host, set.jobs,
                                                          make_sensor(fresh, sensor_config, set.jobs.get())));
       }
     }
@@ -262,11 +280,7 @@ class Agent {
     spdlog::info("job discovery: {} job(s) running [{}]; cgroup hierarchies: {}", running->jobs.size(),
                  running->involved_jobs, jobs_->describe());
     tasks_ = std::move(set.tasks);
-    for (auto& task : tasks_) {
-      if (task->deadline != 0) continue;  // kept by a reload: already armed
-      task->deadline = task->schedule.first(wall_clock_ns());
-      arm(task);
-    }
+    runner_.set_tasks({tasks_.begin(), tasks_.end()});  // kept ones keep their next reading time
   }
 
   // Listens on [lagent] push_socket while a [sensor:User] section exists (docs/push.md); a
@@ -287,162 +301,24 @@ class Agent {
       return;
     }
     auto task = *found;
-    rearm(task, interval);
+    runner_.set_interval(task, interval);
     spdlog::info("reading {} every {} s for {} s (lmaster's request), then every {} s again", sensor, interval, duration,
                  task->config.interval);
     task->revert_timer.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(duration)));
     task->revert_timer.async_wait([this, task](const boost::system::error_code& error) {
       if (error || task->stopped) return;
-      rearm(task, task->config.interval);
+      runner_.set_interval(task, task->config.interval);
       spdlog::info("reading {} every {} s again", task->definition->name, task->config.interval);
     });
-  }
-
-  void rearm(const std::shared_ptr<SensorTask>& task, double interval) {
-    task->schedule = AlignedSchedule(static_cast<std::int64_t>(interval * 1e9));
-    task->deadline = task->schedule.first(wall_clock_ns());
-    arm(task);  // replaces the pending wait
   }
 
   void stop_sensors() {
     for (auto& task : tasks_) {
       task->stopped = true;
-      task->timer.cancel();
       task->revert_timer.cancel();
     }
     tasks_.clear();
-  }
-
-  void arm(const std::shared_ptr<SensorTask>& task) {
-    // The deadline is wall-clock time; the timer runs on the steady clock, so convert anew
-    // each time (a wall-clock step then moves later deadlines, not the interval).
-    auto wait = std::chrono::nanoseconds(task->deadline - wall_clock_ns());
-    task->timer.expires_at(std::chrono::steady_clock::now() + wait);
-    task->timer.async_wait([this, task](const boost::system::error_code& error) {
-      if (error || task->stopped) return;
-      tick(task);
-    });
-  }
-
-  void tick(const std::shared_ptr<SensorTask>& task) {
-    std::int64_t deadline = task->deadline;
-    if (retry_later(*task, deadline)) {
-      // unavailable: not read at this reading time (nor counted as missed)
-    } else if (!task->busy.exchange(true)) {
-      task->last_read = deadline;
-      // Every timer of this instant has expired together: their handlers run one after the
-      // other before anything posted now, so the round starts with all of them in it.
-      if (due_.empty()) asio::post(io_, [this] { start_round(); });
-      due_.push_back({task, deadline});
-    } else {
-      sensors::AgentStats::instance().record_missed(task->definition->name, 1);
-      spdlog::debug("{}: the previous reading is still running; skipping the one due now", task->definition->name);
-    }
-    std::uint64_t skipped = 0;
-    task->deadline = task->schedule.next(deadline, wall_clock_ns(), skipped);
-    if (skipped) {
-      sensors::AgentStats::instance().record_missed(task->definition->name, skipped);
-      spdlog::debug("{}: {} reading time(s) passed while the agent was busy", task->definition->name, skipped);
-    }
-    arm(task);
-  }
-
-  // The readings due at one instant are read in turn by one reader: one thread woken instead
-  // of one per sensor, and caches warm from one sensor to the next (agent_overhead.py, same run:
-  // 1.74 -> 1.46 ms of CPU per round). While some have not started kRoundHelpAfter later (a
-  // read that blocks, a busy machine), another reader joins, up to kReaderThreads: a slow
-  // sensor holds the others back by that much at most.
-  struct Round {
-    Round(asio::io_context& io, std::vector<DueReading> due_in) : due(std::move(due_in)), help_timer(io) {}
-    std::vector<DueReading> due;
-    std::atomic<std::size_t> next{0};  // the next one to read
-    std::atomic<std::size_t> done{0};  // read
-    std::size_t readers = 0;           // io thread
-    asio::steady_timer help_timer;     // io thread
-  };
-
-  void start_round() {
-    auto round = std::make_shared<Round>(io_, std::move(due_));
-    due_.clear();
-    add_reader(round);
-    if (round->due.size() > 1) help_later(round);
-  }
-
-  void add_reader(const std::shared_ptr<Round>& round) {
-    ++round->readers;
-    asio::post(pool_, [this, round] {
-      for (std::size_t i; (i = round->next.fetch_add(1)) < round->due.size();) {
-        const auto& [task, deadline] = round->due[i];
-        read(*task, deadline);  // queues its samples
-        task->busy = false;
-        round->done.fetch_add(1);
-      }
-      // What this reader read leaves as one batch now, not batch_delay later: the sender
-      // wakes once per round.
-      slot_.get()->send_queued();
-    });
-  }
-
-  void help_later(const std::shared_ptr<Round>& round) {
-    round->help_timer.expires_after(kRoundHelpAfter);
-    round->help_timer.async_wait([this, round](const boost::system::error_code& error) {
-      if (error || round->done.load() == round->due.size()) return;
-      // A read is slow: what the others read leaves without it.
-      slot_.get()->send_queued();
-      if (round->next.load() >= round->due.size() || round->readers >= kReaderThreads) return;
-      add_reader(round);
-      help_later(round);
-    });
-  }
-
-  // True when the sensor failed its last readings and its next try is later than `deadline`.
-  static bool retry_later(SensorTask& task, std::int64_t deadline) {
-    return task.retry.skip(deadline, task.schedule.interval(), task.failures_in_a_row.load(std::memory_order_relaxed),
-                           task.last_read, [&task] { return task.jobs->snapshot()->involved_jobs; });
-  }
-
-  void read(SensorTask& task, std::int64_t deadline) {
-    if (task.stopped) return;
-    std::vector<Sample> samples;
-    // A sample is stamped with its (aligned) reading time, so every node's readings line up
-    // and gaps can be counted; the read itself starts within milliseconds of it.
-    sensors::SampleWriter out(samples, config_.host, task.definition->name, deadline);
-    const auto started = std::chrono::steady_clock::now();
-    const double cpu_started = thread_cpu_seconds();
-    bool success = false;
-    try {
-      if (!task.sensor->sample(out)) samples.clear();
-      success = true;
-      label_involved_jobs(*task.jobs, samples);
-      if (task.unavailable) {
-        spdlog::info("sensor {} works again", task.definition->name);
-        task.unavailable = false;
-      }
-      task.failures_in_a_row.store(0, std::memory_order_relaxed);
-    } catch (const sensors::SensorUnavailable& why) {
-      if (!task.unavailable) spdlog::warn("sensor {} unavailable: {}", task.definition->name, why.what());
-      task.unavailable = true;
-      task.failures_in_a_row.fetch_add(1, std::memory_order_relaxed);
-      samples.clear();
-    } catch (const std::exception& error) {
-      if (!task.unavailable) spdlog::error("sensor {} failed: {}", task.definition->name, error.what());
-      task.unavailable = true;
-      task.failures_in_a_row.fetch_add(1, std::memory_order_relaxed);
-      samples.clear();
-    }
-    sensors::AgentStats::instance().record_read(
-        task.definition->name, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
-        thread_cpu_seconds() - cpu_started, success);
-    slot_.get()->queue(std::move(samples));
-  }
-
-  // Node samples name the jobs running on the node when they were taken, as colmet's do.
-  static void label_involved_jobs(sensors::JobDirectory& jobs, std::vector<Sample>& samples) {
-    if (samples.empty()) return;
-    auto snapshot = jobs.snapshot();
-    if (snapshot->involved_jobs.empty()) return;
-    for (auto& sample : samples)
-      if (sample.job == 0) sample.labels.push_back({"involved_jobs", snapshot->involved_jobs});
+    runner_.set_tasks({});
   }
 
   // On the io thread: an lmaster answered (the first one, or another after a failover or
@@ -508,7 +384,6 @@ class Agent {
         continue;
       }
       task->stopped = true;
-      task->timer.cancel();
       task->revert_timer.cancel();
       sensors::AgentStats::instance().forget_sensor(task->definition->name);
     }
@@ -535,12 +410,14 @@ class Agent {
   std::string config_path_;
   AgentConfig config_;
   asio::io_context io_;
-  asio::thread_pool pool_{kReaderThreads};
   asio::signal_set signals_;
   SenderSlot slot_;
+  // Reads the sensors and hands each round to the sender, on its own threads (round_runner.h).
+  RoundRunner runner_{[this](std::vector<Sample>&& samples, std::chrono::steady_clock::time_point next_round) {
+    slot_.get()->deliver(std::move(samples), next_round);
+  }};
   std::shared_ptr<sensors::JobDirectory> jobs_;  // shared by every sensor
   std::vector<std::shared_ptr<SensorTask>> tasks_;
-  std::vector<DueReading> due_;  // io thread: the round about to start
   std::unique_ptr<PushServer> push_;  // with [sensor:User]
 };
 

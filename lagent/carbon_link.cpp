@@ -78,13 +78,10 @@ class CarbonLink final : public Link {
     written_.push_back({sequence, Clock::now()});
   }
 
-  void wait(int wake_fd, Clock::time_point until) override {
-    auto timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count() + 1;
+  bool watch(std::vector<pollfd>& fds, bool /*answers_awaited*/) override {
     // Carbon never sends: the socket becomes readable only when carbon closes or resets it.
-    pollfd fds[] = {{wake_fd, POLLIN, 0}, {connection_.fd(), POLLIN | POLLRDHUP, 0}};
-    ::poll(fds, connection_.is_open() ? 2 : 1,
-           static_cast<int>(std::clamp<long>(timeout, 0, 60'000)));
+    if (connection_.is_open()) fds.push_back({connection_.fd(), POLLIN | POLLRDHUP, 0});
+    return false;
   }
 
   void service() override {

@@ -5,6 +5,8 @@
 // carbon_link.h), and when what it was sent must go again.
 #pragma once
 
+#include <poll.h>
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -54,9 +56,14 @@ class Link {
   // Hands over spooled batch `sequence`. Sequences only grow, except after send_again(). The
   // samples' host may be empty (the spool does not keep it); the link may change them.
   virtual void send(std::uint64_t sequence, std::vector<Sample>& samples) = 0;
-  // Blocks until `wake_fd` is readable, the connection has news, or `until`.
-  virtual void wait(int wake_fd, LinkClock::time_point until) = 0;
-  // Does what is due (reads answers, reconnects, heartbeats); called after every wait().
+  // Adds what the sender's thread must poll for the link to work: always what tells of trouble
+  // (a refused handshake, carbon closing), the connection's answers only while
+  // `answers_awaited` or the link itself needs them now (the first answer, a queue to flush).
+  // Acks the sender does not await are read at the next service(). True when service() has
+  // something to read already.
+  virtual bool watch(std::vector<pollfd>& fds, bool answers_awaited) = 0;
+  // Does what is due (reads answers, reconnects, heartbeats); called whenever the sender's
+  // thread wakes, and before a round's batch is sent.
   virtual void service() = 0;
   // When service() must run again at the latest.
   virtual LinkClock::time_point next_due() const = 0;

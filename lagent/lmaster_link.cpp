@@ -64,6 +64,8 @@ class LmasterLink final : public Link {
       throw std::runtime_error(fmt::format("zmq_socket_monitor: {}", zmq_strerror(zmq_errno())));
     monitor_.connect(monitor_endpoint);
     socket_.connect(endpoint());
+    socket_fd_ = socket_.get(zmq::sockopt::fd);
+    monitor_fd_ = monitor_.get(zmq::sockopt::fd);
     next_heartbeat_ = Clock::now();
   }
 
@@ -89,24 +91,25 @@ class LmasterLink final : public Link {
     in_flight_bytes_ += bytes;
   }
 
-  void wait(int wake_fd, Clock::time_point until) override {
-    auto timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count() + 1;
-    // POLLOUT while messages wait: the socket becomes writable once lmaster is connected.
-    short socket_events = ZMQ_POLLIN | (events_ && !outbox_.empty() ? ZMQ_POLLOUT : 0);
-    zmq::pollitem_t items[] = {{socket_.handle(), 0, socket_events, 0},
-                               {nullptr, wake_fd, ZMQ_POLLIN, 0},
-                               {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 3, std::chrono::milliseconds(std::max<long>(0, timeout)));
+  bool watch(std::vector<pollfd>& fds, bool answers_awaited) override {
+    // ZMQ_FD is readable when the socket has news of any kind (an edge, not a level): after it
+    // or any operation on the socket, ZMQ_EVENTS says what is there.
+    fds.push_back({monitor_fd_, POLLIN, 0});
+    if (!answers_awaited && answered_ && outbox_.empty()) return false;
+    fds.push_back({socket_fd_, POLLIN, 0});
+    auto events = socket_.get(zmq::sockopt::events);
+    return (events & ZMQ_POLLIN) || (!outbox_.empty() && (events & ZMQ_POLLOUT)) ||
+           (monitor_.get(zmq::sockopt::events) & ZMQ_POLLIN);
   }
 
   void service() override {
     while (handle_monitor_event()) {
     }
     reconnect_if_due();
-    fail_over_if_due();
+    // What came first: acks are read lazily (watch()), and silence is judged after them.
     zmq::message_t message;
     while (socket_.recv(message, zmq::recv_flags::dontwait)) handle(message);
+    fail_over_if_due();
     flush();
     auto now = Clock::now();
     if (now >= next_heartbeat_) {
@@ -264,6 +267,7 @@ class LmasterLink final : public Link {
   zmq::context_t context_{1};
   zmq::socket_t socket_{context_, zmq::socket_type::dealer};
   zmq::socket_t monitor_{context_, zmq::socket_type::pair};  // handshake events of socket_
+  int socket_fd_ = -1, monitor_fd_ = -1;  // ZMQ_FD of each, for the sender's poll
   Clock::time_point reconnect_at_ = Clock::time_point::max();
   std::chrono::seconds reconnect_backoff_{5};
   bool refused_ = false;

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,9 +22,18 @@ using Clock = LinkClock;
 // How long a spooled batch may wait to be taken (or handed over) before the spool makes it
 // durable itself (agent_spool.h, Durability): taken batches are never flushed.
 constexpr auto kSpoolSyncDelay = std::chrono::seconds(1);
+// A round due this soon after a sync deadline reads lmaster's acknowledgements before the sync
+// would run (Sender::deliver): what they free needs no flush, and the sender's thread is not
+// woken once per round for nothing.
+constexpr auto kSyncGrace = std::chrono::milliseconds(250);
 
 Clock::duration seconds(double value) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
+}
+
+void drain(int fd) {
+  std::uint64_t ignored;  // non-blocking: nothing to read is fine
+  [[maybe_unused]] auto n = ::read(fd, &ignored, sizeof ignored);
 }
 
 }  // namespace
@@ -35,7 +45,11 @@ struct Sender::State final : LinkEvents {
   const SenderSettings settings;
   const std::unique_ptr<Link> link;
 
-  // Shared with producers, under `mutex`.
+  // Everything below `link_mutex` is used by whoever holds it: the sender's thread, or a reading
+  // thread handing over its round (deliver()).
+  std::mutex link_mutex;
+
+  // Shared with producers, under `mutex` (taken after link_mutex when both are).
   std::mutex mutex;
   std::vector<Sample> incoming;
   Clock::time_point first_incoming;  // when `incoming` got its first sample
@@ -44,10 +58,11 @@ struct Sender::State final : LinkEvents {
   double linger = 0;
   int wake_fd = -1;
 
-  sensors::SenderStats counters;  // sender thread only; published to AgentStats
-
-  // Owned by the sender thread.
   std::thread thread;
+  int timer_fd = -1;  // the sender thread's next deadline; re-armed by deliver() too
+
+  // Under link_mutex.
+  sensors::SenderStats counters;  // published to AgentStats
   std::unique_ptr<AgentSpool> spool;  // null until opened (a reload waits for the old sender's)
   std::uint64_t next_to_send = 1;     // the next spooled batch to hand to the link
   std::uint64_t highest_handed = 0;   // for batches_sent: first sends, not resends
@@ -56,6 +71,15 @@ struct Sender::State final : LinkEvents {
   Clock::time_point first_pending;
   bool pending_complete = false;  // send it without waiting batch_delay
   Clock::time_point incoming_due = Clock::time_point::max();
+  bool link_started = false;  // the spool is open and the link greeted its destination
+  bool stop_seen = false;
+  Clock::time_point linger_deadline = Clock::time_point::max();
+  Clock::time_point next_spool_try{};
+  Clock::time_point next_round = Clock::time_point::max();  // when deliver() is due next
+  // The sender thread's wait: while `asleep`, what it watches and when its timer expires.
+  bool asleep = false;
+  std::vector<pollfd> asleep_watching;
+  Clock::time_point timer_armed = Clock::time_point::max();
 
   // Any thread: the sender thread looks at `incoming` and `stopping` again.
   void wake() {
@@ -224,23 +248,69 @@ struct Sender::State final : LinkEvents {
   void start_link() {
     next_to_send = spool->first_sequence();
     link->start(*this);
+    link_started = true;
     send_unsent();
     publish_counters();
   }
 
-  // Before the spool is open the link does nothing: only a wake-up or the next try matters.
-  void wait_for_wake(Clock::time_point until) {
-    auto timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count() + 1;
-    pollfd wake{wake_fd, POLLIN, 0};
-    ::poll(&wake, 1, static_cast<int>(std::clamp<long>(timeout, 0, 60'000)));
+  // When the sender thread must run next: the link's deadlines, a batch that waits, the spool's
+  // sync (later by kSyncGrace when a round comes soon after it), the end of a linger.
+  Clock::time_point next_wake() const {
+    if (!spool) return next_spool_try;
+    auto wake_at = link->next_due();
+    if (!pending.empty()) wake_at = std::min(wake_at, first_pending + seconds(settings.batch_delay));
+    if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
+    wake_at = std::min(wake_at, incoming_due);
+    if (auto since = spool->unsynced_since()) {
+      auto sync_at = std::max(*since + kSpoolSyncDelay, sync_retry_at);
+      if (next_round > Clock::now() && next_round <= sync_at + kSyncGrace) sync_at = std::max(sync_at, next_round + kSyncGrace);
+      wake_at = std::min(wake_at, sync_at);
+    }
+    return wake_at;
+  }
+
+  // Arms timer_fd for `wake_at` (a syscall only when it moved).
+  void arm_timer(Clock::time_point wake_at) {
+    if (wake_at == timer_armed) return;
+    timer_armed = wake_at;
+    itimerspec spec{};  // zero: disarmed
+    if (wake_at != Clock::time_point::max()) {
+      auto ns = std::max<std::int64_t>(1, std::chrono::duration_cast<std::chrono::nanoseconds>(wake_at.time_since_epoch()).count());
+      spec.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+      spec.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    }
+    ::timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &spec, nullptr);  // steady_clock is CLOCK_MONOTONIC
+  }
+
+  // What the sender thread watches while it waits: its wake-up and timer, and the link's
+  // connection only while answers are awaited (the first, a full window, a stop). Acks of
+  // batches a round sent are read by the next round (deliver()), not on arrival: one thread
+  // woken per round instead of two. Sets `now` when the link has news to read at once.
+  std::vector<pollfd> watch_list(bool& now) const {
+    std::vector<pollfd> fds{{wake_fd, POLLIN, 0}, {timer_fd, POLLIN, 0}};
+    now = spool && link->watch(fds, stop_seen || !link->can_send());
+    return fds;
+  }
+
+  // Under link_mutex, by a thread other than the sender's: the sender thread sleeps on a plan
+  // made before; its timer follows the new deadline, and it is woken only when it must watch
+  // something it does not.
+  void update_sleeper() {
+    if (!asleep) return;
+    arm_timer(next_wake());
+    bool news = false;
+    auto fds = watch_list(news);
+    bool watched = std::all_of(fds.begin(), fds.end(), [&](const pollfd& fd) {
+      return std::any_of(asleep_watching.begin(), asleep_watching.end(),
+                         [&](const pollfd& w) { return w.fd == fd.fd && (w.events & fd.events) == fd.events; });
+    });
+    if (news || !watched) wake();
   }
 
   void run() {
+    std::unique_lock lock(link_mutex);
     const auto batch_delay = seconds(settings.batch_delay);
-    Clock::time_point linger_deadline = Clock::time_point::max();
-    bool stop_seen = false;
-    auto next_spool_try = Clock::now();
+    next_spool_try = Clock::now();
     if (spool) start_link();
     for (;;) {
       auto now = Clock::now();
@@ -250,21 +320,19 @@ struct Sender::State final : LinkEvents {
         else
           next_spool_try = now + std::chrono::milliseconds(100);
       }
-      auto wake_at = spool ? link->next_due() : next_spool_try;
-      if (spool && !pending.empty()) wake_at = std::min(wake_at, first_pending + batch_delay);
-      if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
-      wake_at = std::min(wake_at, incoming_due);
-      if (spool)
-        if (auto since = spool->unsynced_since())
-          wake_at = std::min(wake_at, std::max(*since + kSpoolSyncDelay, sync_retry_at));
-      if (spool)
-        link->wait(wake_fd, wake_at);
-      else
-        wait_for_wake(wake_at);
-      std::uint64_t ignored;  // the eventfd is non-blocking: nothing to read is fine
-      [[maybe_unused]] auto n = ::read(wake_fd, &ignored, sizeof ignored);
+      arm_timer(next_wake());
+      bool news = false;
+      asleep_watching = watch_list(news);
+      asleep = true;
+      lock.unlock();
+      ::poll(asleep_watching.data(), asleep_watching.size(), news ? 0 : -1);
+      drain(wake_fd);
+      drain(timer_fd);
+      lock.lock();
+      asleep = false;
+      timer_armed = Clock::time_point::min();  // expired or not, arm it again
       {
-        std::lock_guard lock(mutex);
+        std::lock_guard incoming_lock(mutex);
         take_incoming_if_due(batch_delay);
         if (stopping && !stop_seen) {
           stop_seen = true;
@@ -295,6 +363,34 @@ struct Sender::State final : LinkEvents {
       if (stop_seen && (spool->empty() || now >= linger_deadline)) break;
     }
   }
+
+  // A round's samples, on the reading thread: the acks that came since the last round first
+  // (what they free needs no flush), then the batch, spooled and sent from this thread.
+  bool deliver(std::vector<Sample>& samples, Clock::time_point next_round_at) {
+    std::unique_lock lock(link_mutex, std::try_to_lock);
+    if (!lock.owns_lock() || !link_started || stop_seen) return false;  // the sender thread takes them
+    next_round = next_round_at;
+    link->service();
+    send_unsent();
+    {
+      std::lock_guard incoming_lock(mutex);
+      if (stopping) return false;
+      if (!incoming.empty()) {  // what a helping reader queued: it leaves now too
+        if (pending.empty()) first_pending = first_incoming;
+        for (auto& sample : incoming) pending.push_back(std::move(sample));
+        incoming.clear();
+        incoming_due = Clock::time_point::max();
+        incoming_complete = false;
+      }
+    }
+    if (pending.empty()) first_pending = Clock::now();
+    for (auto& sample : samples) pending.push_back(std::move(sample));
+    samples.clear();
+    send_batch();
+    pending_complete = false;
+    update_sleeper();
+    return true;
+  }
 };
 
 Sender::Sender(SenderSettings settings, std::unique_ptr<Link> link)
@@ -307,6 +403,8 @@ Sender::Sender(SenderSettings settings, std::unique_ptr<Link> link)
     s.spool = std::make_unique<AgentSpool>(s.settings.spool_dir, s.settings.spool_max_bytes);
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s.wake_fd < 0) throw std::runtime_error("eventfd failed");
+  s.timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  if (s.timer_fd < 0) throw std::runtime_error("timerfd_create failed");
   s.thread = std::thread([&s] {
     try {
       s.run();
@@ -319,6 +417,7 @@ Sender::Sender(SenderSettings settings, std::unique_ptr<Link> link)
 Sender::~Sender() {
   if (state_->thread.joinable()) stop(0);
   ::close(state_->wake_fd);
+  ::close(state_->timer_fd);
 }
 
 void Sender::queue(std::vector<Sample>&& samples) {
@@ -332,6 +431,12 @@ void Sender::queue(std::vector<Sample>&& samples) {
     full = incoming.size() >= state_->settings.max_batch_samples;
   }
   if (full) state_->wake();
+}
+
+void Sender::deliver(std::vector<Sample>&& samples, LinkClock::time_point next_round) {
+  if (samples.empty() || state_->deliver(samples, next_round)) return;
+  queue(std::move(samples));
+  send_queued();
 }
 
 void Sender::send_queued() {

@@ -44,6 +44,12 @@ class Sender {
   // with the next batch, or batch_delay after the sender wakes for anything else.
   void queue(std::vector<Sample>&& samples);
   void send_queued();
+  // A round's samples, spooled and sent from the calling thread now, after the acks that came
+  // since the last round are read (round_runner.h): no other thread of lagent's is woken. When
+  // the sender is busy (its thread holds the spool: a sync, a resend) or stopping, they are
+  // queued and sent by its thread. `next_round`: when the next call is due, which lets a
+  // spool sync wait for the acks that call reads.
+  void deliver(std::vector<Sample>&& samples, LinkClock::time_point next_round);
 
   // Spools what is queued, sends it and waits up to `linger_seconds` for the destination to
   // take every batch, then stops the thread. Returns the number of batches not taken (they
