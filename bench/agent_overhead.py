@@ -343,7 +343,9 @@ class Bench:
     def start_lagent(self, port, name="lagent", program=None, cgroup_root=None):
         config = (f"[lmaster]\nhost = 127.0.0.1\nincoming data port = {port}\n"
                   f"[lagent]\nhost = {name}\nspool_dir = {self.path(name + '-spool')}\n"
-                  "[logging]\nlevel = INFO\n")
+                  # only when set: a --compare build from before the key would refuse it
+                  + (f"batch_interval = {self.args.batch_interval:g}\n" if getattr(self.args, "batch_interval", 0) else "")
+                  + "[logging]\nlevel = INFO\n")
         sensors = list(SYSTEM_SENSORS)
         if self.args.jobs:
             config += (f"[jobs]\nscheduler = slurm\ncgroup_root = {cgroup_root}\n")
@@ -573,6 +575,8 @@ def main():
     parser.add_argument("--reads-only", metavar="PATH",
                         help="the reads_only program of the floor row (default: bench/reads_only of lagent's "
                              "build directory, when there)")
+    parser.add_argument("--batch-interval", type=float, default=0, metavar="S",
+                        help="lagent's [lagent] batch_interval (default 0: a batch per round)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs, configs)")
     args = parser.parse_args()
     if args.reads_only is None:

@@ -173,7 +173,8 @@ class OsNoise:
 def bench_args(args):
     """The options agent_overhead.Bench reads: its plain configuration (20 system sensors at 1 s)."""
     return SimpleNamespace(lagent=args.lagent, lmaster=args.lmaster, jobs=0, cgroup2=False,
-                           sample_intervals=False, compare=None, reads_only="", keep=args.keep)
+                           sample_intervals=False, compare=None, reads_only="", keep=args.keep,
+                           batch_interval=args.batch_interval)
 
 
 def run_phase(args, phase, noise):
@@ -362,6 +363,8 @@ def main():
     parser.add_argument("--lmaster", default=os.environ.get("LMASTER", agent_overhead.default_program("lmaster")))
     parser.add_argument("--os-noise", default=os.environ.get("OS_NOISE"),
                         help="the os_noise program (default: bench/os_noise of lagent's build directory)")
+    parser.add_argument("--batch-interval", type=float, default=0, metavar="S",
+                        help="lagent's [lagent] batch_interval (default 0: a batch per round)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories (logs, configs)")
     args = parser.parse_args()
     phases = [phase.strip() for phase in args.phases.split(",") if phase.strip()]
@@ -381,6 +384,7 @@ def main():
                "--seconds", f"{args.seconds:g}", "--warmup", f"{args.warmup:g}", "--quantum-us", f"{args.quantum_us:g}"]
     command += (["--cpus", args.cpus] if args.cpus else []) + ["--phases", ",".join(phases)]
     command += ["--lagent", args.lagent, "--lmaster", args.lmaster, "--os-noise", args.os_noise]
+    command += ["--batch-interval", f"{args.batch_interval:g}"] if args.batch_interval else []
     print("command: " + shlex.join(command))
     print(f"machine: {machine()}; load average at start {load_average()}")
 

@@ -209,6 +209,7 @@ class Agent {
     };
     settings.spool_dir = config.spool_dir;
     settings.spool_max_bytes = config.spool_max_bytes;
+    settings.batch_interval = config.batch_interval;
     return std::make_shared<Sender>(settings, make_link(config));
   }
 
@@ -367,7 +368,8 @@ class Agent {
     if (destination_of(fresh) != destination_of(config_) || fresh.graphite != config_.graphite ||
         fresh.host != config_.host ||
         fresh.heartbeat_interval != config_.heartbeat_interval ||
-        fresh.max_unacked_batches != config_.max_unacked_batches || fresh.spool_dir != config_.spool_dir ||
+        fresh.max_unacked_batches != config_.max_unacked_batches || fresh.batch_interval != config_.batch_interval ||
+        fresh.spool_dir != config_.spool_dir ||
         fresh.spool_max_bytes != config_.spool_max_bytes || fresh.curve_server_key != config_.curve_server_key ||
         fresh.curve_public_key != config_.curve_public_key || fresh.curve_secret_key != config_.curve_secret_key) {
       auto old = slot_.get();

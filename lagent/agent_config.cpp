@@ -45,6 +45,11 @@ const OptionTable& agent_options() {
        .help = "where sysfs is mounted (a fixture tree for tests)", .relative_to_file = true},
       {.name = "heartbeat_interval", .type = OptionType::real, .default_value = "5",
        .help = "seconds between heartbeats when no batch was sent", .min = 0.1, .max = 3600},
+      {.name = "batch_interval", .type = OptionType::real, .default_value = "0",
+       .help = "seconds a round's readings may wait in memory to leave with later rounds' as one batch "
+               "(0: each round is sent at once); fewer wake-ups of lagent's and lmaster's threads, and at "
+               "most this much is lost if lagent is killed",
+       .min = 0, .max = 60},
       {.name = "max_unacked_batches", .type = OptionType::integer, .default_value = "1000",
        .help = "batches sent and not yet acknowledged at most (memory); the others wait in the spool",
        .min = 1},
@@ -254,6 +259,7 @@ AgentConfig load_agent_config(const std::string& path) {
   config.roots.sys = agent.get_text("sys_root");
   config.heartbeat_interval = agent.get_real("heartbeat_interval");
   config.max_unacked_batches = static_cast<std::size_t>(agent.get_int("max_unacked_batches"));
+  config.batch_interval = agent.get_real("batch_interval");
   config.spool_dir = agent.get_text("spool_dir");
   config.spool_max_bytes = static_cast<std::uint64_t>(agent.get_int("spool_max_bytes"));
   config.push_socket = agent.get_text("push_socket");

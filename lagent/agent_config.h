@@ -38,6 +38,7 @@ struct AgentConfig {
   sensors::Roots roots;
   double heartbeat_interval = 5.0;
   std::size_t max_unacked_batches = 1000;
+  double batch_interval = 0;  // seconds readings may wait to leave with later rounds'
   std::string spool_dir;  // [lagent] spool_dir, made absolute
   std::uint64_t spool_max_bytes = 256ull << 20;
   Options logging;

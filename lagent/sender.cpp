@@ -258,7 +258,7 @@ struct Sender::State final : LinkEvents {
   Clock::time_point next_wake() const {
     if (!spool) return next_spool_try;
     auto wake_at = link->next_due();
-    if (!pending.empty()) wake_at = std::min(wake_at, first_pending + seconds(settings.batch_delay));
+    if (!pending.empty()) wake_at = std::min(wake_at, pending_due());
     if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
     wake_at = std::min(wake_at, incoming_due);
     if (auto since = spool->unsynced_since()) {
@@ -267,6 +267,15 @@ struct Sender::State final : LinkEvents {
       wake_at = std::min(wake_at, sync_at);
     }
     return wake_at;
+  }
+
+  // When what is pending must leave: batch_delay after its first sample, or batch_interval
+  // (deliver()); later by kSyncGrace when a round comes soon after, which sends it.
+  Clock::time_point pending_due() const {
+    auto due = first_pending + seconds(std::max(settings.batch_delay, settings.batch_interval));
+    if (settings.batch_interval > 0 && next_round > Clock::now() && next_round <= due + kSyncGrace)
+      due = std::max(due, next_round + kSyncGrace);
+    return due;
   }
 
   // Arms timer_fd for `wake_at` (a syscall only when it moved).
@@ -353,7 +362,7 @@ struct Sender::State final : LinkEvents {
 
       now = Clock::now();
       if (!pending.empty() &&
-          (pending.size() >= settings.max_batch_samples || now >= first_pending + batch_delay ||
+          (pending.size() >= settings.max_batch_samples || now >= pending_due() ||
            pending_complete || stop_seen)) {
         send_batch();
         pending_complete = false;
@@ -386,6 +395,13 @@ struct Sender::State final : LinkEvents {
     if (pending.empty()) first_pending = Clock::now();
     for (auto& sample : samples) pending.push_back(std::move(sample));
     samples.clear();
+    // batch_interval: the next round comes before the oldest of these has waited that long, so
+    // they leave with it.
+    if (settings.batch_interval > 0 && next_round_at < first_pending + seconds(settings.batch_interval) &&
+        pending.size() < settings.max_batch_samples) {
+      update_sleeper();
+      return true;
+    }
     send_batch();
     pending_complete = false;
     update_sleeper();

@@ -23,6 +23,9 @@ struct SenderSettings {
   std::uint64_t spool_max_bytes = 256ull << 20;
   double batch_delay = 0.05;  // without send_queued(), a batch leaves this long after its first sample (sender awake)
   std::size_t max_batch_samples = 1000;
+  // deliver(): a round's samples wait (in memory) to leave with later rounds' until the oldest
+  // would wait longer than this; 0: each round leaves at once.
+  double batch_interval = 0;
   // The destination answered for the first time since the sender started (or failed over to
   // it): readiness for systemd. Called on the sender's thread with Link::destination(): hand it
   // over only.
