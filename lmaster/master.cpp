@@ -271,7 +271,10 @@ class Master {
   void describe_own_metrics() {
     for (const auto& entry : master_catalog().entries()) {
       MetricInfo info{std::string(to_string(entry.unit)), entry.kind, entry.description};
-      if (entry.pattern.starts_with("agent.")) continue;
+      if (entry.pattern.starts_with("agent.")) {  // rows of their own in HDF5 (hdf5_output.cpp)
+        infos_.remember(kAgentsTableName, entry.pattern.substr(std::string_view("agent.*.").size()), info);
+        continue;
+      }
       if (!entry.pattern.starts_with("*.")) {
         infos_.remember(kOwnSensor, entry.pattern, info);
         continue;

@@ -9,6 +9,8 @@
 namespace fructosa::master {
 
 inline constexpr const char* kMasterSensorName = "lmaster";
+// The HDF5 output's table of the agent.*.<key> metrics: a row per agent (docs/hdf5.md).
+inline constexpr const char* kAgentsTableName = "lmaster_agents";
 
 inline const Catalog& master_catalog() {
   static const Catalog catalog{

@@ -12,12 +12,56 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
+
+#include "master_catalog.h"
 
 namespace fructosa::master {
 
 using namespace hdf5;
+
+namespace {
+
+// lmaster's own sample names every agent in its keys (agent.<host>.up, .last_seen, .rate,
+// .backlog: a Graphite path, a Prometheus series each). As columns of the lmaster table they were
+// four datasets per agent, 20,000 at 5000 agents, and the HDF5 library held 258 MiB for them
+// (docs/performance.md, "Bounded memory"). Here they are rows instead: one per agent and
+// stats interval in the table lmaster_agents, the agent as its host, the master in the label
+// `master`. `own` gets the sample's other keys.
+std::vector<Sample> split_agent_rows(const Sample& sample, Sample& own) {
+  constexpr std::string_view kPrefix = "agent.";
+  own.host = sample.host;
+  own.sensor = sample.sensor;
+  own.time_ns = sample.time_ns;
+  own.job = sample.job;
+  own.labels = sample.labels;
+  std::vector<Sample> agents;
+  std::map<std::string_view, std::size_t, std::less<>> index;  // agent (its key component) -> row
+  for (const auto& metric : sample.metrics) {
+    std::string_view key = metric.key;
+    auto last_dot = key.rfind('.');
+    if (!key.starts_with(kPrefix) || last_dot == std::string_view::npos || last_dot <= kPrefix.size()) {
+      own.metrics.push_back(metric);
+      continue;
+    }
+    std::string_view agent = key.substr(kPrefix.size(), last_dot - kPrefix.size());
+    auto [found, added] = index.try_emplace(agent, agents.size());
+    if (added) {
+      Sample& row = agents.emplace_back();
+      row.host = std::string(agent);
+      row.sensor = kAgentsTableName;
+      row.time_ns = sample.time_ns;
+      row.labels = {{"master", sample.host}};
+    }
+    agents[found->second].metrics.push_back({std::string(key.substr(last_dot + 1)), metric.value});
+  }
+  return agents;
+}
+
+}  // namespace
 
 std::string hdf5_link_name(std::string_view name, bool metric_key) {
   if (name.empty()) return "%";
@@ -302,53 +346,64 @@ void Hdf5Output::Impl::write(std::span<const Sample> samples) {
                         {});
     }
   }
-  const std::string no_host;
   for (const auto& sample : samples) {
-    const std::string& table_host = per_sensor ? no_host : sample.host;
-    auto host = tables.find(table_host);
-    if (host == tables.end())
-      host = tables.emplace(table_host, std::map<std::string, Table, std::less<>>{}).first;
-    auto found = host->second.find(sample.sensor);
-    if (found == host->second.end()) {
-      found = host->second.emplace(sample.sensor, Table{}).first;
-      Table& added = found->second;
-      added.host = table_host;
-      added.sensor = sample.sensor;
-      added.host_link = hdf5_link_name(table_host);
-      added.sensor_link = hdf5_link_name(sample.sensor);
-      added.per_sensor = per_sensor;
-      added.host_column.key = kHost;
-      added.host_column.link = kHost;
+    if (sample.sensor != kMasterSensorName) {
+      write_row(sample);
+      continue;
     }
-    Table& table = found->second;
-    if (!stored_before_crash.empty() && already_stored(table, sample)) continue;
-    // A job's sample also goes to the job index, which numbers what the columns hold.
-    const bool of_job = sample.job != 0;
-    const JobRow job_row = of_job ? job_index.add_row(sample, table.indexed_sensor) : JobRow{};
-    const std::size_t row = table.time_buffer.size();
-    table.time_buffer.push_back(sample.time_ns);
-    table.job_buffer.push_back(sample.job);
-    if (per_sensor) {
-      table.host_column.buffer.push_back(sample.host);
-      table.host_column.has_value = true;
-    }
-    for (const auto& metric : sample.metrics) {
-      Column& column = table.column(metric.key);
-      if (column.buffer.size() <= row) column.buffer.resize(row + 1, kNaN);
-      column.buffer[row] = metric.value;
-      column.has_value = true;
-      if (of_job) JobIndex::add_metric(job_row, column.indexed_key, metric.key, metric.value);
-    }
-    for (const auto& text : sample.labels) {
-      LabelColumn& label = table.label(text.key);
-      if (label.buffer.size() <= row) label.buffer.resize(row + 1);
-      label.buffer[row] = text.value;
-      label.has_value = true;
-      if (of_job) JobIndex::add_label(job_row, label.indexed_key, text);
-    }
-    table.buffered_points += sample.metrics.size();
-    buffered_points += sample.metrics.size();
+    Sample own;
+    std::vector<Sample> agents = split_agent_rows(sample, own);
+    write_row(own);
+    for (const auto& agent : agents) write_row(agent);
   }
+}
+
+void Hdf5Output::Impl::write_row(const Sample& sample) {
+  static const std::string no_host;
+  const std::string& table_host = per_sensor ? no_host : sample.host;
+  auto host = tables.find(table_host);
+  if (host == tables.end())
+    host = tables.emplace(table_host, std::map<std::string, Table, std::less<>>{}).first;
+  auto found = host->second.find(sample.sensor);
+  if (found == host->second.end()) {
+    found = host->second.emplace(sample.sensor, Table{}).first;
+    Table& added = found->second;
+    added.host = table_host;
+    added.sensor = sample.sensor;
+    added.host_link = hdf5_link_name(table_host);
+    added.sensor_link = hdf5_link_name(sample.sensor);
+    added.per_sensor = per_sensor;
+    added.host_column.key = kHost;
+    added.host_column.link = kHost;
+  }
+  Table& table = found->second;
+  if (!stored_before_crash.empty() && already_stored(table, sample)) return;
+  // A job's sample also goes to the job index, which numbers what the columns hold.
+  const bool of_job = sample.job != 0;
+  const JobRow job_row = of_job ? job_index.add_row(sample, table.indexed_sensor) : JobRow{};
+  const std::size_t row = table.time_buffer.size();
+  table.time_buffer.push_back(sample.time_ns);
+  table.job_buffer.push_back(sample.job);
+  if (per_sensor) {
+    table.host_column.buffer.push_back(sample.host);
+    table.host_column.has_value = true;
+  }
+  for (const auto& metric : sample.metrics) {
+    Column& column = table.column(metric.key);
+    if (column.buffer.size() <= row) column.buffer.resize(row + 1, kNaN);
+    column.buffer[row] = metric.value;
+    column.has_value = true;
+    if (of_job) JobIndex::add_metric(job_row, column.indexed_key, metric.key, metric.value);
+  }
+  for (const auto& text : sample.labels) {
+    LabelColumn& label = table.label(text.key);
+    if (label.buffer.size() <= row) label.buffer.resize(row + 1);
+    label.buffer[row] = text.value;
+    label.has_value = true;
+    if (of_job) JobIndex::add_label(job_row, label.indexed_key, text);
+  }
+  table.buffered_points += sample.metrics.size();
+  buffered_points += sample.metrics.size();
 }
 
 std::size_t Hdf5Output::Impl::buffered_rows() const {

@@ -305,6 +305,7 @@ struct Hdf5Output::Impl {
   void abandon_file();
   void flush_rows();
   void write(std::span<const Sample> samples);
+  void write_row(const Sample& sample);
   std::size_t buffered_rows() const;
 
   // Runs a step that concerns the whole file, marking its failure as such.

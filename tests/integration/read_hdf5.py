@@ -126,6 +126,12 @@ def open_file(path, swmr=False, timeout=10.0):
             time.sleep(0.02)
 
 
+# lmaster's agent.<host>.* keys, a row per agent (lmaster/outputs/hdf5_output.cpp): the master's
+# view of each agent, not the agent's own data. read_file() leaves them out of the hosts' tables
+# (the oracles of what an agent sent); host_tables() and h5py read them.
+AGENTS_TABLE = "lmaster_agents"
+
+
 def read_open_file(f, swmr=False):
     result = {}
     for host_link, host_group in f.items():
@@ -133,6 +139,8 @@ def read_open_file(f, swmr=False):
             continue
         if "time" in host_group:  # a per_sensor table
             sensor = attribute(host_group, "sensor", host_link)
+            if sensor == AGENTS_TABLE:
+                continue
             for host in table_hosts(host_group, swmr):
                 result.setdefault(host, {})[sensor] = read_table(host_group, swmr, host)
             continue
@@ -141,6 +149,8 @@ def read_open_file(f, swmr=False):
                 continue
             host = attribute(group, "host", attribute(host_group, "host", host_link))
             sensor = attribute(group, "sensor", sensor_link)
+            if sensor == AGENTS_TABLE:
+                continue
             result.setdefault(host, {})[sensor] = read_table(group, swmr)
     return result
 

@@ -104,6 +104,11 @@ class LmasterOutputsTest(FructosaTestCase):
             self.assertGreaterEqual(len(table["time"]), 3)
             interval_ns = 300_000_000
             self.assertTrue(all(t % interval_ns == 0 for t in table["time"][:]), "aligned like an agent's")
+            # Per-agent keys are rows of their own table (one per agent), not columns per agent.
+            self.assertFalse([key for key in table.keys() if key.startswith("agent.")])
+            agents = read_hdf5.host_tables(f, "testnode")["lmaster_agents"]
+            self.assertEqual(agents["up"][-1], 1)
+            self.assertEqual(agents["up"].attrs["unit"], "bool")
 
     def test_an_output_nobody_listens_to_does_not_disturb_the_others(self):
         dead = free_port()

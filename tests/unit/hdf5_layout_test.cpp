@@ -294,5 +294,34 @@ TEST(Hdf5Output, PerSensorLayoutKeepsOneTablePerSensorWithAHostColumn) {
   EXPECT_EQ(reader.jobs("/"), (std::vector<std::uint64_t>{0, 3}));
 }
 
+TEST(Hdf5Output, LmastersPerAgentKeysAreRowsOfTheirOwnTableNotColumns) {
+  // agent.<host>.<key> of lmaster's own sensor: four columns per agent would be 20,000 datasets
+  // at 5000 agents; they are a row per agent of lmaster_agents, the master in a label.
+  TempDir dir;
+  MetricInfoStore infos;
+  infos.remember("lmaster_agents", "up", {.unit = "bool", .kind = Kind::gauge, .description = "up"});
+  std::string file;
+  {
+    Hdf5Output output(options_for(dir.file("metrics.h5"), {"chunk=16", "layout=per_sensor"}), infos);
+    file = output.file();
+    for (int i = 0; i < 2; ++i)
+      output.write(std::vector<Sample>{make_sample(
+          "head", "lmaster", kT0 + i * kSecond, 0,
+          {{"received", 100.0 + i}, {"agent.n1.up", 1}, {"agent.n1.rate", 20.0 + i}, {"agent.n2_example_org.up", 0},
+           {"agent.n2_example_org.rate", 0}, {"hdf5.sent", 7}})});
+  }
+  Reader reader(file);
+  EXPECT_EQ(reader.members("/"), (std::vector<std::string>{".jobs", "lmaster", "lmaster_agents"}));
+  EXPECT_EQ(reader.members("/lmaster"), (std::vector<std::string>{"hdf5.sent", "host", "job", "received", "time"}));
+  EXPECT_EQ(reader.doubles("/lmaster/received"), (std::vector<double>{100, 101}));
+  EXPECT_EQ(reader.strings("/lmaster_agents/host"),
+            (std::vector<std::string>{"n1", "n2_example_org", "n1", "n2_example_org"}));
+  EXPECT_EQ(reader.int64s("/lmaster_agents/time"), (std::vector<std::int64_t>{kT0, kT0, kT0 + kSecond, kT0 + kSecond}));
+  EXPECT_EQ(reader.doubles("/lmaster_agents/up"), (std::vector<double>{1, 0, 1, 0}));
+  EXPECT_EQ(reader.doubles("/lmaster_agents/rate"), (std::vector<double>{20, 0, 21, 0}));
+  EXPECT_EQ(reader.strings("/lmaster_agents/labels/master"), (std::vector<std::string>{"head", "head", "head", "head"}));
+  EXPECT_EQ(reader.attribute("/lmaster_agents/up", "unit"), "bool");
+}
+
 }  // namespace
 }  // namespace fructosa::master
