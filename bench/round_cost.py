@@ -156,10 +156,10 @@ def main():
             total = print_rows(rows)
             print("reads_only (the floor: the same reads at the same instants on one thread, nothing else):")
             floor = print_rows(floor_rows)
+            ratio = f" ({total[0] / floor[0]:.2f} x)" if floor[0] else ""
             print(f"round: {total[0]:.1f} us of CPU (target <= 100), {total[1] + total[2]:.2f} context switches "
                   f"(target <= 2) per round at {interval} s; floor {floor[0]:.1f} us and "
-                  f"{floor[1] + floor[2]:.2f} switches, lagent {total[0] - floor[0]:+.1f} us "
-                  f"({total[0] / floor[0]:.2f} x)" if floor[0] else "")
+                  f"{floor[1] + floor[2]:.2f} switches, lagent {total[0] - floor[0]:+.1f} us{ratio}")
         print(f"load at the end {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep:
