@@ -388,10 +388,15 @@ void Hdf5Output::Impl::write_row(const Sample& sample) {
     table.host_column.buffer.push_back(sample.host);
     table.host_column.has_value = true;
   }
-  for (const auto& metric : sample.metrics) {
-    Column& column = table.column(metric.key);
-    if (column.buffer.size() <= row) column.buffer.resize(row + 1, kNaN);
-    column.buffer[row] = metric.value;
+  for (std::size_t i = 0; i < sample.metrics.size(); ++i) {
+    const auto& metric = sample.metrics[i];
+    Column& column = table.columns[table.column_of(i, metric.key)];
+    auto& buffer = column.buffer;
+    if (buffer.size() < row) buffer.resize(row, kNaN);  // rows without this key
+    if (buffer.size() == row)
+      buffer.push_back(metric.value);
+    else
+      buffer[row] = metric.value;  // the key twice in one sample: the last one
     column.has_value = true;
     if (of_job) JobIndex::add_metric(job_row, column.indexed_key, metric.key, metric.value);
   }

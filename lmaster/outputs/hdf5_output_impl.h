@@ -109,15 +109,28 @@ struct Table {
   // Its sensor's number in the job index.
   std::size_t indexed_sensor = JobIndex::kUnnumbered;
 
-  Column& column(const std::string& key) {
+  std::size_t column_number(const std::string& key) {
     auto found = column_index.find(key);
-    if (found != column_index.end()) return columns[found->second];
+    if (found != column_index.end()) return found->second;
     column_index.emplace(key, columns.size());
     Column& added = columns.emplace_back();
     added.key = key;
     added.link = hdf5_link_name(key, true);
-    return added;
+    return columns.size() - 1;
   }
+  // The column of the i-th key of the last row written: a sensor's samples name their keys in
+  // the same order, so one comparison finds the column instead of a lookup in column_index
+  // (profiled: the lookups were a sixth of the HDF5 thread at 4 million points/s).
+  std::size_t column_of(std::size_t i, const std::string& key) {
+    if (i < key_order.size() && columns[key_order[i]].key == key) return key_order[i];
+    std::size_t number = column_number(key);
+    if (i < key_order.size())
+      key_order[i] = number;
+    else
+      key_order.push_back(number);
+    return number;
+  }
+  std::vector<std::size_t> key_order;
   LabelColumn& label(const std::string& key) {
     auto found = label_index.find(key);
     if (found != label_index.end()) return labels[found->second];

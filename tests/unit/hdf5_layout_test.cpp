@@ -294,6 +294,29 @@ TEST(Hdf5Output, PerSensorLayoutKeepsOneTablePerSensorWithAHostColumn) {
   EXPECT_EQ(reader.jobs("/"), (std::vector<std::uint64_t>{0, 3}));
 }
 
+TEST(Hdf5Output, KeysInAnyOrderMissingOrTwiceLandInTheirColumns) {
+  // Columns are found by the position of a key in the last row (column_of): rows whose keys
+  // come in another order, lack one, add one or repeat one must still land right.
+  TempDir dir;
+  MetricInfoStore infos;
+  std::string file;
+  {
+    Hdf5Output output(options_for(dir.file("metrics.h5"), {"chunk=16", "layout=per_sensor"}), infos);
+    file = output.file();
+    output.write(std::vector<Sample>{
+        make_sample("n0", "s", kT0, 0, {{"a", 1}, {"b", 2}}),
+        make_sample("n1", "s", kT0, 0, {{"b", 20}, {"a", 10}}),
+        make_sample("n0", "s", kT0 + 1, 0, {{"b", 3}}),
+        make_sample("n1", "s", kT0 + 1, 0, {{"a", 11}, {"c", 12}, {"b", 13}}),
+        make_sample("n0", "s", kT0 + 2, 0, {{"a", 4}, {"a", 5}, {"b", 6}}),
+    });
+  }
+  Reader reader(file);
+  expect_values(reader.doubles("/s/a"), {1, 10, kNaN, 11, 5}, "a");
+  expect_values(reader.doubles("/s/b"), {2, 20, 3, 13, 6}, "b");
+  expect_values(reader.doubles("/s/c"), {kNaN, kNaN, kNaN, 12, kNaN}, "c");
+}
+
 TEST(Hdf5Output, LmastersPerAgentKeysAreRowsOfTheirOwnTableNotColumns) {
   // agent.<host>.<key> of lmaster's own sensor: four columns per agent would be 20,000 datasets
   // at 5000 agents; they are a row per agent of lmaster_agents, the master in a label.
