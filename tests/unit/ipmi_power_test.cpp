@@ -3,6 +3,9 @@
 // polling a condition with a deadline; the only sleeps are inside the fake tools.
 #include "sensor_round_support.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 using namespace fructosa;
 using namespace fructosa::sensors;
 using namespace fructosa::test::sensor_rounds;
@@ -33,10 +36,16 @@ const char* kSensorsOutput =
 
 class IPMIPower : public ::testing::Test {
  protected:
-  // An executable shell script in the temporary directory.
+  // An executable shell script in the temporary directory, written through a descriptor closed
+  // on exec: a probe forking its next run meanwhile must not keep it open for writing in its
+  // child, which would make the script unexecutable (ETXTBSY) for as long as that child runs.
   std::string tool(const std::string& name, const std::string& body) {
     std::string path = dir_.file(name);
-    write_file(path, "#!/bin/sh\n" + body, true);
+    std::string text = "#!/bin/sh\n" + body;
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    EXPECT_GE(fd, 0) << path;
+    EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size())) << path;
+    ::close(fd);
     return path;
   }
   // A script that prints `text` and records its arguments in <name>.args (replaced at once:
@@ -165,6 +174,9 @@ TEST_F(IPMIPower, GarbageFailuresAndMissingToolsAreClearErrors) {
 
 TEST_F(IPMIPower, SensorsMethodReportsEveryWattSensorAndAddsUpTheSelectedOnes) {
   auto path = printing("ipmi-sensors", kSensorsOutput);
+  // Written before any probe runs: a script written while a probe forks its next run can be
+  // inherited open for writing by that child, and then cannot be executed (ETXTBSY).
+  auto all_path = printing("ipmi-sensors-all", kSensorsOutput);
   auto probe = make("IPMIPower", {"method=sensors", "ipmi_sensors=" + path, "sensors_include=PS* Input Power",
                                   "arguments=-D LAN_2_0 -h bmc07 -p 'two words'"});
   auto result = settled(probe);
@@ -182,7 +194,7 @@ TEST_F(IPMIPower, SensorsMethodReportsEveryWattSensorAndAddsUpTheSelectedOnes) {
 
   // (Each probe its own script: a probe that reported has started its next run already.)
   auto all = make("IPMIPower",
-                  {"method=sensors", "ipmi_sensors=" + printing("ipmi-sensors-all", kSensorsOutput), "sensor_types="});
+                  {"method=sensors", "ipmi_sensors=" + all_path, "sensor_types="});
   result = settled(all);
   EXPECT_EQ(result.values[0]["power"], 330.5);
   EXPECT_EQ(read_text(dir_.file("ipmi-sensors-all.args")), "--ignore-not-available-sensors\n");
