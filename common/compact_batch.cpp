@@ -43,6 +43,11 @@ std::int64_t unzigzag(std::uint64_t value) {
 std::int64_t add(std::int64_t a, std::int64_t b) {
   return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
 }
+// a - b modulo 2^64, the inverse of add() for every pair (-b overflows for INT64_MIN: found by
+// decode_fuzz, issue 28).
+std::int64_t subtract(std::int64_t a, std::int64_t b) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
 
 bool same_bits(double a, double b) { return std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b); }
 
@@ -102,7 +107,7 @@ void encode_sample(const Sample& in, std::uint32_t sensor, const std::vector<std
                        (in.labels.empty() ? 0 : kLabels | (same_labels ? kSameLabels : 0));
   out.push_back(static_cast<char>(flags));
   put_varint(out, sensor);
-  put_varint(out, zigzag(add(in.time_ns, -memory.last_time_ns)));
+  put_varint(out, zigzag(subtract(in.time_ns, memory.last_time_ns)));
   memory.last_time_ns = in.time_ns;
   if (in.job) put_varint(out, in.job);
   const std::size_t n = series.size();

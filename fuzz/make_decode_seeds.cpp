@@ -67,6 +67,14 @@ int main(int argc, char** argv) {
                               {"io.rbytes", std::numeric_limits<double>::infinity()}})},
                      second);
   agent.encode_batch(3, {sample("VirtualMemory", t0 + 2'000'000'000, 0, {{"total", -0.0}})}, third);
+  // Times at both ends of int64, one after the other in a series: every time delta must be
+  // defined (decode_fuzz found INT64_MIN negated in the encoder, issue 28).
+  constexpr auto kMin = std::numeric_limits<std::int64_t>::min(), kMax = std::numeric_limits<std::int64_t>::max();
+  std::vector<Bytes> extremes;
+  agent.encode_batch(4,
+                     {sample("VirtualMemory", kMin, 0, {{"total", 1}}), sample("VirtualMemory", kMax, 0, {{"total", 2}}),
+                      sample("VirtualMemory", kMin, 0, {{"total", 3}}), sample("VirtualMemory", 0, 0, {{"total", 4}})},
+                     extremes);
 
   Bytes hello = encode_hello("node07", 0x1234abcd5678ef00, "0.1.0");
   write(dir, "hello", hello);
@@ -86,5 +94,8 @@ int main(int argc, char** argv) {
   write(dir, "connection-resync",
         connection({hello, first.at(1), encode_heartbeat(t0, 2), hello, agent.encode_everything(), second.at(1),
                     third.at(0), third.at(0)}));
+  std::vector<Bytes> with_extremes{hello, first.at(0), first.at(1), second.at(0), second.at(1), third.at(0)};
+  with_extremes.insert(with_extremes.end(), extremes.begin(), extremes.end());
+  write(dir, "connection-extreme-times", connection(with_extremes));
   return 0;
 }

@@ -122,6 +122,25 @@ TEST(CompactBatches, EveryValueComesBackBitForBit) {
   }
 }
 
+TEST(CompactBatches, AnyTimeComesBackWhateverTheOneBefore) {
+  // Time is sent as the difference from the series' previous one, modulo 2^64: extremes on
+  // either side of each other must round-trip (INT64_MIN after anything overflowed a negation).
+  const std::int64_t times[] = {std::numeric_limits<std::int64_t>::min(), 0, std::numeric_limits<std::int64_t>::max(),
+                                std::numeric_limits<std::int64_t>::min(), -1, std::numeric_limits<std::int64_t>::min(),
+                                1'736'000'000'000'000'000, std::numeric_limits<std::int64_t>::max()};
+  Link link;
+  std::uint64_t sequence = 0;
+  for (std::int64_t time : times) {
+    Sample sample;
+    sample.host = "node";
+    sample.sensor = "S";
+    sample.time_ns = time;
+    sample.metrics.push_back({"k", 1.0});
+    std::vector<Sample> samples{sample};
+    expect_same(samples, link.send(++sequence, samples));
+  }
+}
+
 TEST(CompactBatches, ASteadyStreamCostsUnderFourBytesPerValue) {
   // 200 values as lagent's sensors give them: counters that grow, one-decimal percentages,
   // memory gauges in whole kiB that move a little, and values that do not change.
