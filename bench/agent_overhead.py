@@ -62,11 +62,8 @@ Every process started is stopped by its PID (SIGTERM, then SIGKILL after 10 s). 
 and the command line that reproduces it. Needs root for Taskstats (CAP_NET_ADMIN) only.
 """
 import argparse
-import gzip
-import http.client
 import os
 import re
-import selectors
 import shlex
 import shutil
 import signal
@@ -74,10 +71,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from benchlib import free_port, read_text, wait_for
+from peer_consumers import GraphiteSink, Scraper  # os_noise.py takes them from here too
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -140,78 +137,6 @@ def tcp_sockets():
     """TCP sockets of this network namespace (in use + TIME_WAIT): NetConnections' cost grows with them."""
     counts = re.search(r"^TCP: inuse (\d+) orphan \d+ tw (\d+)", read_text("/proc/net/sockstat"), re.M)
     return int(counts.group(1)) + int(counts.group(2)) if counts else 0
-
-
-class GraphiteSink(threading.Thread):
-    """Accepts collectd's write_graphite connections on 127.0.0.1 and counts the lines."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.server = socket.socket()
-        self.server.bind(("127.0.0.1", 0))
-        self.server.listen()
-        self.server.setblocking(False)
-        self.port = self.server.getsockname()[1]
-        self.lines = 0
-        self.stopping = False
-
-    def run(self):
-        selector = selectors.DefaultSelector()
-        selector.register(self.server, selectors.EVENT_READ)
-        while not self.stopping:
-            for key, _ in selector.select(timeout=0.2):
-                if key.fileobj is self.server:
-                    connection, _ = self.server.accept()
-                    connection.setblocking(False)
-                    selector.register(connection, selectors.EVENT_READ)
-                    continue
-                data = key.fileobj.recv(1 << 16)
-                if not data:
-                    selector.unregister(key.fileobj)
-                    key.fileobj.close()
-                self.lines += data.count(b"\n")
-        for key in list(selector.get_map().values()):
-            key.fileobj.close()
-
-    def stop(self):
-        self.stopping = True
-        self.join(timeout=5)
-
-
-class Scraper(threading.Thread):
-    """GETs node_exporter's /metrics once per second (on whole seconds), as Prometheus would."""
-
-    def __init__(self, port):
-        super().__init__(daemon=True)
-        self.port = port
-        self.done = []  # monotonic end time of each successful scrape
-        self.series = 0
-        self.errors = []
-        self.stopping = threading.Event()
-
-    def run(self):
-        next_at = time.monotonic()
-        while not self.stopping.is_set():
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-                connection.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})
-                response = connection.getresponse()
-                body = response.read()
-                connection.close()
-                if response.status != 200:
-                    raise RuntimeError(f"HTTP {response.status}")
-                if response.getheader("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                self.series = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
-                self.done.append(time.monotonic())
-            except (OSError, RuntimeError, http.client.HTTPException) as error:
-                self.errors.append(str(error))
-            next_at += 1.0
-            self.stopping.wait(max(0.0, next_at - time.monotonic()))
-
-    def stop(self):
-        self.stopping.set()
-        self.join(timeout=15)
 
 
 class Bench:

@@ -17,6 +17,7 @@
 #include "codec.h"
 #include "logging.h"
 #include "master_catalog.h"
+#include "own_metrics.h"
 #include "master_config.h"
 #include "memory_guard.h"
 #include "router_bind.h"
@@ -266,21 +267,10 @@ class Master {
   }
 
   // The `lmaster` sensor: the master's own counters, reported like any agent's sensor.
-  // The catalog's entries (master_catalog.h, which make-dashboard reads too), one per output for
-  // the `*.` ones; the per-agent ones are AgentRegistry::describe's.
   void describe_own_metrics() {
-    for (const auto& entry : master_catalog().entries()) {
-      MetricInfo info{std::string(to_string(entry.unit)), entry.kind, entry.description};
-      if (entry.pattern.starts_with("agent.")) {  // rows of their own in HDF5 (hdf5_output.cpp)
-        infos_.remember(kAgentsTableName, entry.pattern.substr(std::string_view("agent.*.").size()), info);
-        continue;
-      }
-      if (!entry.pattern.starts_with("*.")) {
-        infos_.remember(kOwnSensor, entry.pattern, info);
-        continue;
-      }
-      for (const auto& runner : runners_) infos_.remember(kOwnSensor, runner->name() + entry.pattern.substr(1), info);
-    }
+    std::vector<std::string> outputs;
+    for (const auto& runner : runners_) outputs.push_back(runner->name());
+    describe_master_metrics(infos_, outputs);
   }
 
   // Stats are timestamped on multiples of stats_interval, like an agent's samples.
