@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -18,6 +17,7 @@
 #include <unordered_map>
 
 #include "crc32.h"
+#include "durable_file.h"
 #include "spool_format.h"
 
 namespace fructosa::agent {
@@ -48,22 +48,32 @@ AgentSpool::AgentSpool(std::filesystem::path directory, std::uint64_t max_bytes)
   std::error_code error;
   std::filesystem::create_directories(directory_, error);
   if (error) throw SpoolError(fmt::format("cannot create spool_dir {}: {}", directory_.string(), error.message()));
-  dir_fd_ = ::open(directory_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd_ < 0) throw SpoolError(fmt::format("cannot open spool_dir {}: {}", directory_.string(), errno_text()));
   try {
     take_lock();
-    scan();
+    convert_legacy_segments();
+    log_ = std::make_unique<SegmentLog>(
+        directory_, SegmentLogFormat{kRecordMagic, ".seg", "spool", static_cast<std::uint32_t>(kMaxRecordBytes), 0640},
+        segment_target());
+    recover_state();
+  } catch (const SegmentLogError& failure) {
+    release();
+    throw SpoolError(failure.what());
   } catch (...) {
-    for (auto& segment : segments_) ::close(segment.fd);
-    if (lock_fd_ >= 0) {
-      std::lock_guard lock(held_mutex);
-      held.erase(held_key(directory_));
-      ::close(lock_fd_);
-    }
-    if (acked_fd_ >= 0) ::close(acked_fd_);
-    if (reserved_fd_ >= 0) ::close(reserved_fd_);
-    ::close(dir_fd_);
+    release();
     throw;
+  }
+}
+
+void AgentSpool::release() {
+  log_.reset();
+  if (acked_fd_ >= 0) ::close(acked_fd_);
+  if (reserved_fd_ >= 0) ::close(reserved_fd_);
+  acked_fd_ = reserved_fd_ = -1;
+  if (lock_fd_ >= 0) {
+    std::lock_guard lock(held_mutex);
+    held.erase(held_key(directory_));
+    ::close(lock_fd_);
+    lock_fd_ = -1;
   }
 }
 
@@ -76,21 +86,13 @@ AgentSpool::~AgentSpool() {
   } catch (const SpoolError& error) {
     spdlog::error("{}", error.what());
   }
-  if (reserved_fd_ >= 0) ::close(reserved_fd_);
-  for (auto& segment : segments_) ::close(segment.fd);
-  if (acked_fd_ >= 0) {
-    ::fdatasync(acked_fd_);  // a clean stop leaves nothing to resend twice
-    ::close(acked_fd_);
-  }
-  ::close(dir_fd_);
-  std::lock_guard lock(held_mutex);
-  held.erase(held_key(directory_));
-  ::close(lock_fd_);
+  if (acked_fd_ >= 0) sync_acked();  // a clean stop leaves nothing to resend twice
+  release();
 }
 
 void AgentSpool::take_lock() {
   auto path = directory_ / "lock";
-  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
   if (lock_fd_ < 0) throw SpoolError(fmt::format("cannot write in spool_dir {}: {}", directory_.string(), errno_text()));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     int code = errno;
@@ -105,43 +107,75 @@ void AgentSpool::take_lock() {
   held.insert(held_key(directory_));
 }
 
-std::filesystem::path AgentSpool::segment_path(std::uint64_t first_sequence) const {
-  return directory_ / fmt::format("{:020}.seg", first_sequence);
-}
-
 std::uint64_t AgentSpool::segment_target() const {
   return std::clamp<std::uint64_t>(max_bytes_ / 16, 16u << 10, 16u << 20);
 }
 
-void AgentSpool::scan() {
-  std::vector<std::pair<std::uint64_t, std::filesystem::path>> found;
+// Segments of lagent versions before the shared segment log ("FAS1" records) are rewritten as
+// SegmentLog segments with the same batches, so that an upgrade loses nothing it spooled. Their
+// whole records up to the first bad one are kept (the old recovery rule).
+void AgentSpool::convert_legacy_segments() {
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
     std::string name = entry.path().filename().string();
-    if (name.size() != 24 || name.substr(20) != ".seg" ||
-        !std::all_of(name.begin(), name.begin() + 20, [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    found.emplace_back(std::stoull(name.substr(0, 20)), entry.path());
+    if (name.size() != 24 || !name.ends_with(".seg")) continue;
+    int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct stat info {};
+    std::string data;
+    if (::fstat(fd, &info) == 0) {
+      data.resize(static_cast<std::size_t>(info.st_size));
+      if (!read_all_at(fd, data.data(), data.size(), 0)) data.clear();
+    }
+    ::close(fd);
+    if (data.size() < 4 || get<std::uint32_t>(data.data()) != kLegacyRecordMagic) continue;
+    std::string converted;
+    std::uint64_t offset = 0, batches = 0, previous = 0;
+    while (data.size() - offset >= kLegacyHeaderBytes) {
+      const char* header = data.data() + offset;
+      auto body_bytes = get<std::uint32_t>(header + 4);
+      if (get<std::uint32_t>(header) != kLegacyRecordMagic || body_bytes < 8 || body_bytes > kMaxRecordBytes ||
+          body_bytes > data.size() - offset - kLegacyHeaderBytes ||
+          crc32(header + kLegacyHeaderBytes, body_bytes) != get<std::uint32_t>(header + 8))
+        break;
+      auto sequence = get<std::uint64_t>(header + kLegacyHeaderBytes);
+      if (sequence <= previous) break;
+      std::string_view payload(header + kLegacyHeaderBytes + 8, body_bytes - 8);
+      SegmentLog::Header next;
+      next.magic = kRecordMagic;
+      next.payload_bytes = static_cast<std::uint32_t>(payload.size());
+      next.crc = crc32(payload.data(), payload.size());
+      next.id = sequence;
+      next.count = get<std::uint32_t>(header + 12);
+      converted.append(reinterpret_cast<const char*>(&next), sizeof next).append(payload);
+      previous = sequence;
+      ++batches;
+      offset += kLegacyHeaderBytes + body_bytes;
+    }
+    try {
+      SegmentLog::write_segment_file(entry.path(), converted, 0640);
+    } catch (const SegmentLogError& failure) {
+      throw SpoolError(failure.what());
+    }
+    spdlog::info("spool {}: converted {} ({} batch(es)) from the format of earlier versions{}", directory_.string(),
+                 entry.path().string(), batches,
+                 offset < data.size() ? fmt::format("; {} bytes after byte {} were not whole records", data.size() - offset, offset)
+                                      : "");
   }
-  if (error) throw SpoolError(fmt::format("cannot list spool_dir {}: {}", directory_.string(), error.message()));
-  std::sort(found.begin(), found.end());
+}
 
+void AgentSpool::recover_state() {
   std::uint64_t acked_on_disk = 0;
   bool have_acked = read_state(directory_ / "acked", acked_on_disk);
   acked_ = have_acked ? acked_on_disk : 0;
-  for (const auto& [first, path] : found) scan_segment(path, first);
-
-  std::uint64_t first_kept = 0, last = 0;
-  for (const auto& segment : segments_) {
-    if (!segment.records.empty() && !first_kept) first_kept = segment.first_sequence;
-    last = std::max(last, segment.first_sequence + segment.records.size() - 1);
-  }
+  auto first = log_->find(0);
+  std::uint64_t first_kept = first ? first->id : 0;
   // Without `acked`, every batch found is sent again (lmaster drops those it has).
   if (!have_acked) acked_ = first_kept ? first_kept - 1 : 0;
-  next_sequence_ = std::max({acked_ + 1, last + 1, std::uint64_t{1}});
+  next_sequence_ = std::max({acked_ + 1, log_->last_id() + 1, log_->next_id(), std::uint64_t{1}});
   std::uint64_t stored = 0;
   bool have_session = read_state(directory_ / "session", stored);
-  const bool new_session = !(have_session && (have_acked || first_kept || !segments_.empty()));
+  const bool new_session = !(have_session && (have_acked || first_kept || log_->segment_count() > 0));
   if (!new_session) {
     session_ = stored;
   } else {
@@ -157,17 +191,11 @@ void AgentSpool::scan() {
     std::random_device random;
     do session_ = (std::uint64_t{random()} << 32) | random();
     while (session_ == 0);
-    auto temporary = directory_ / "session.tmp";
-    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0 || !write_all_at(fd, encode_state(session_), 0) || ::fsync(fd) != 0) {
-      std::string reason = errno_text();
-      if (fd >= 0) ::close(fd);
-      throw SpoolError(fmt::format("cannot write {}: {}", temporary.string(), reason));
+    try {
+      write_file_durably(directory_ / "session", encode_state(session_));
+    } catch (const DurabilityError& failure) {
+      throw SpoolError(failure.what());
     }
-    ::close(fd);
-    if (::rename(temporary.c_str(), (directory_ / "session").c_str()) != 0)
-      throw SpoolError(fmt::format("cannot rename {}: {}", temporary.string(), errno_text()));
-    ::fsync(dir_fd_);
   }
   // Numbers up to `reserved` may have reached lmaster with batches the spool no longer has (an
   // unclean stop, a power cut, a damaged segment): within the session, none is given again.
@@ -182,114 +210,31 @@ void AgentSpool::scan() {
     skipped = true;
   }
   auto acked_path = directory_ / "acked";
-  acked_fd_ = ::open(acked_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  acked_fd_ = ::open(acked_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
   if (acked_fd_ < 0) throw SpoolError(fmt::format("cannot open {}: {}", acked_path.string(), errno_text()));
   write_acked();
-  ::fdatasync(acked_fd_);
+  if (!sync_acked()) throw SpoolError(fmt::format("cannot sync {}: {}", acked_path.string(), errno_text()));
   auto reserved_path = directory_ / "reserved";
-  reserved_fd_ = ::open(reserved_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  reserved_fd_ = ::open(reserved_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
   if (reserved_fd_ < 0) throw SpoolError(fmt::format("cannot open {}: {}", reserved_path.string(), errno_text()));
   reserved_ = next_sequence_ - 1;
   if (new_session || skipped) reserve(reserved_);  // the old session's (or skipped) numbers no longer count
-
+  try {
+    // The names of `acked` and `reserved` (new files) and of converted segments.
+    sync_directory(directory_);
+  } catch (const DurabilityError& failure) {
+    throw SpoolError(failure.what());
+  }
   // Segments wholly acknowledged go, except the last, which appends continue.
-  while (segments_.size() > 1 &&
-         segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_)
-    remove_front_segment();
-  if (!empty() || !found.empty())
+  remove_acknowledged_segments();
+  if (!empty() || log_->segment_count() > 0)
     spdlog::info("spool {}: session {:016x}, {} batch(es) ({} bytes) kept for lmaster, next sequence {}",
-                 directory_.string(), session_, stats().batches, bytes_, next_sequence_);
-}
-
-void AgentSpool::scan_segment(const std::filesystem::path& path, std::uint64_t first_sequence) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) throw SpoolError(fmt::format("cannot open {}: {}", path.string(), errno_text()));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    ::close(fd);
-    throw SpoolError(fmt::format("cannot stat {}: {}", path.string(), errno_text()));
-  }
-  std::string data(static_cast<std::size_t>(info.st_size), '\0');
-  if (!data.empty() && !read_all_at(fd, data.data(), data.size(), 0)) {
-    ::close(fd);
-    throw SpoolError(fmt::format("cannot read {}: {}", path.string(), errno_text()));
-  }
-  std::uint64_t previous_end = segments_.empty() ? 0 : segments_.back().first_sequence + segments_.back().records.size();
-  if (first_sequence < previous_end) {
-    // Cannot happen with this writer; keeping both would give two batches one number.
-    spdlog::warn("spool {}: removing {}: its sequences overlap the previous segment's", directory_.string(),
-                 path.string());
-    ::close(fd);
-    ::unlink(path.c_str());
-    return;
-  }
-  Segment segment;
-  segment.first_sequence = first_sequence;
-  segment.fd = fd;
-  std::uint64_t offset = 0;
-  std::string problem;
-  while (offset < data.size()) {
-    if (data.size() - offset < kHeaderBytes) {
-      problem = "a record header ends early";
-      break;
-    }
-    const char* header = data.data() + offset;
-    auto body_bytes = get<std::uint32_t>(header + 4);
-    if (get<std::uint32_t>(header) != kRecordMagic) {
-      problem = "a record header is damaged";
-      break;
-    }
-    if (body_bytes < 8 || body_bytes > kMaxRecordBytes || body_bytes > data.size() - offset - kHeaderBytes) {
-      problem = "a record ends early";
-      break;
-    }
-    const char* body = header + kHeaderBytes;
-    if (crc32(body, body_bytes) != get<std::uint32_t>(header + 8)) {
-      problem = "a record's CRC does not match";
-      break;
-    }
-    std::uint64_t expected = first_sequence + segment.records.size();
-    if (get<std::uint64_t>(body) != expected) {
-      problem = fmt::format("record {} follows {}", get<std::uint64_t>(body), expected - 1);
-      break;
-    }
-    segment.records.push_back(
-        {offset, static_cast<std::uint32_t>(kHeaderBytes + body_bytes), get<std::uint32_t>(header + 12)});
-    offset += kHeaderBytes + body_bytes;
-  }
-  if (!problem.empty()) {
-    // The last write of a killed lagent (or a damaged disk): what follows cannot be trusted.
-    spdlog::warn("spool {}: cutting {} at byte {} of {} ({}); {} batch(es) before it are kept", directory_.string(),
-                 path.string(), offset, data.size(), problem, segment.records.size());
-    if (::ftruncate(fd, static_cast<off_t>(offset)) != 0 || ::fdatasync(fd) != 0) {
-      ::close(fd);
-      throw SpoolError(fmt::format("cannot cut {}: {}", path.string(), errno_text()));
-    }
-  }
-  segment.bytes = offset;
-  bytes_ += offset;
-  segments_.push_back(std::move(segment));
+                 directory_.string(), session_, stats().batches, log_->bytes(), next_sequence_);
 }
 
 std::uint64_t AgentSpool::next_kept(std::uint64_t sequence) const {
-  for (const auto& segment : segments_) {
-    std::uint64_t end = segment.first_sequence + segment.records.size();
-    std::uint64_t first = std::max({segment.first_sequence, acked_ + 1, sequence});
-    if (first < end) return first;
-  }
-  return next_sequence_;
-}
-
-void AgentSpool::open_new_segment() {
-  auto path = segment_path(next_sequence_);
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (fd < 0) throw SpoolError(fmt::format("cannot create {}: {}", path.string(), errno_text()));
-  // The name records the next sequence durably even while the file is empty.
-  ::fsync(dir_fd_);
-  Segment segment;
-  segment.first_sequence = next_sequence_;
-  segment.fd = fd;
-  segments_.push_back(std::move(segment));
+  auto place = log_->find(std::max(acked_ + 1, sequence));
+  return place ? place->id : next_sequence_;
 }
 
 void AgentSpool::write_acked() {
@@ -298,26 +243,33 @@ void AgentSpool::write_acked() {
                  (directory_ / "acked").string(), errno_text());
 }
 
-void AgentSpool::remove_front_segment() {
-  Segment& segment = segments_.front();
-  ::close(segment.fd);
-  auto path = segment_path(segment.first_sequence);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    spdlog::warn("spool {}: cannot remove {}: {}", directory_.string(), path.string(), errno_text());
-  bytes_ -= segment.bytes;
-  segments_.pop_front();
+bool AgentSpool::sync_acked() {
+  if (::fdatasync(acked_fd_) == 0) return true;
+  spdlog::warn("spool {}: cannot sync {}: {} (acknowledged segments are kept until it can be)", directory_.string(),
+               (directory_ / "acked").string(), errno_text());
+  return false;
+}
+
+// Before a segment goes, `acked` must cover it on disk: otherwise a power cut could bring back
+// an `acked` older than the batches removed, and their numbers would be handed out again.
+void AgentSpool::remove_acknowledged_segments() {
+  bool synced = false;
+  while (log_->segment_count() > 1 && log_->front().last_id <= acked_) {
+    if (!synced && !sync_acked()) return;
+    synced = true;
+    log_->remove_front();
+  }
 }
 
 void AgentSpool::drop_oldest_segment() {
-  const Segment& segment = segments_.front();
+  auto segment = log_->front();
   std::uint64_t batches = 0, samples = 0, first = 0, last = 0;
-  for (std::size_t i = 0; i < segment.records.size(); ++i) {
-    std::uint64_t sequence = segment.first_sequence + i;
-    if (sequence <= acked_) continue;
-    if (!first) first = sequence;
-    last = sequence;
+  for (auto place = log_->find(std::max(segment.first_id, acked_ + 1)); place && place->id <= segment.last_id;
+       place = log_->find(place->id + 1)) {
+    if (!first) first = place->id;
+    last = place->id;
     ++batches;
-    samples += segment.records[i].samples;
+    samples += place->count;
   }
   if (batches) {
     dropped_.dropped_batches += batches;
@@ -326,46 +278,27 @@ void AgentSpool::drop_oldest_segment() {
                  "sequences {}..{}, that lmaster had not acknowledged",
                  directory_.string(), max_bytes_, batches, samples, first, last);
   }
-  remove_front_segment();
+  log_->remove_front();
 }
 
 std::uint64_t AgentSpool::append(const std::vector<Sample>& samples) {
-  encode_record(next_sequence_, samples, names_, samples_part_, record_);
-  const std::string& record = record_;
-  if (record.size() > max_bytes_ || record.size() - kHeaderBytes > kMaxRecordBytes) {
+  encode_payload(samples, names_, samples_part_, payload_);
+  const std::uint64_t record_bytes = sizeof(SegmentLog::Header) + payload_.size();
+  if (record_bytes > max_bytes_ || payload_.size() > kMaxRecordBytes) {
     dropped_.dropped_batches += 1;
     dropped_.dropped_samples += samples.size();
     spdlog::warn("spool {}: a batch of {} sample(s) ({} bytes) is larger than spool_max_bytes ({}): dropped",
-                 directory_.string(), samples.size(), record.size(), max_bytes_);
+                 directory_.string(), samples.size(), record_bytes, max_bytes_);
     return 0;
   }
-  const Segment* last = segments_.empty() ? nullptr : &segments_.back();
-  if (!last || (last->bytes > 0 && last->bytes + record.size() > segment_target()) ||
-      last->first_sequence + last->records.size() != next_sequence_)  // acknowledge() moved past it
-    open_new_segment();
-  while (bytes_ + record.size() > max_bytes_ && segments_.size() > 1) drop_oldest_segment();
-  if (bytes_ + record.size() > max_bytes_) {  // only the segment being written is left
-    drop_oldest_segment();
-    open_new_segment();
-  }
-  // Segments wholly acknowledged before this one are no longer needed.
-  while (segments_.size() > 1 && segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_) {
-    ::fdatasync(acked_fd_);
-    remove_front_segment();
-  }
-
+  while (log_->bytes() + record_bytes > max_bytes_ && log_->segment_count() > 0) drop_oldest_segment();
+  remove_acknowledged_segments();
   if (next_sequence_ > reserved_) reserve(next_sequence_ + kReservedBatches - 1);
-  Segment& segment = segments_.back();
-  if (!write_all_at(segment.fd, record, segment.bytes)) {
-    std::string reason = errno_text();
-    [[maybe_unused]] int ignored = ::ftruncate(segment.fd, static_cast<off_t>(segment.bytes));
-    throw SpoolError(fmt::format("cannot write {}: {}", segment_path(segment.first_sequence).string(), reason));
+  try {
+    log_->append(next_sequence_, samples.size(), payload_);
+  } catch (const SegmentLogError& failure) {
+    throw SpoolError(failure.what());
   }
-  segment.records.push_back({segment.bytes, static_cast<std::uint32_t>(record.size()),
-                             static_cast<std::uint32_t>(samples.size())});
-  segment.bytes += record.size();
-  segment.unsynced = true;
-  bytes_ += record.size();
   if (!unsynced_from_) {
     unsynced_from_ = next_sequence_;
     unsynced_since_ = std::chrono::steady_clock::now();
@@ -380,11 +313,10 @@ void AgentSpool::reserve(std::uint64_t through) {
 }
 
 void AgentSpool::sync() {
-  for (auto& segment : segments_) {
-    if (!segment.unsynced) continue;
-    if (::fdatasync(segment.fd) != 0)
-      throw SpoolError(fmt::format("cannot sync {}: {}", segment_path(segment.first_sequence).string(), errno_text()));
-    segment.unsynced = false;
+  try {
+    log_->sync();
+  } catch (const SegmentLogError& failure) {
+    throw SpoolError(failure.what());
   }
   unsynced_from_ = 0;
 }
@@ -394,39 +326,36 @@ std::optional<std::chrono::steady_clock::time_point> AgentSpool::unsynced_since(
   return unsynced_since_;
 }
 
-const AgentSpool::Record& AgentSpool::record(std::uint64_t sequence, const Segment** found) const {
-  for (const auto& segment : segments_) {
-    if (sequence >= segment.first_sequence && sequence < segment.first_sequence + segment.records.size() &&
-        sequence > acked_) {
-      *found = &segment;
-      return segment.records[sequence - segment.first_sequence];
-    }
-  }
-  throw SpoolError(fmt::format("spool {}: batch {} is not kept", directory_.string(), sequence));
-}
-
 std::uint32_t AgentSpool::samples_in(std::uint64_t sequence) const {
-  const Segment* segment = nullptr;
-  return record(sequence, &segment).samples;
+  auto place = log_->find(sequence);
+  if (!place || place->id != sequence || sequence <= acked_)
+    throw SpoolError(fmt::format("spool {}: batch {} is not kept", directory_.string(), sequence));
+  return static_cast<std::uint32_t>(place->count);
 }
 
 std::vector<Sample> AgentSpool::read(std::uint64_t sequence) const {
-  const Segment* segment = nullptr;
-  const Record& where = record(sequence, &segment);
-  std::string path = segment_path(segment->first_sequence).string();
-  std::string data(where.size, '\0');
-  if (!read_all_at(segment->fd, data.data(), data.size(), where.offset))
-    throw SpoolError(fmt::format("cannot read batch {} from {}: {}", sequence, path, errno_text()));
-  std::string_view body(data.data() + kHeaderBytes, data.size() - kHeaderBytes);
-  if (crc32(body.data(), body.size()) != get<std::uint32_t>(data.data() + 8) ||
-      get<std::uint64_t>(body.data()) != sequence)
-    throw SpoolError(fmt::format("batch {} in {} is damaged (CRC or sequence)", sequence, path));
-  return decode_body(body, fmt::format("batch {} in {}", sequence, path));
+  auto place = log_->find(sequence);
+  if (!place || place->id != sequence || sequence <= acked_)
+    throw SpoolError(fmt::format("spool {}: batch {} is not kept", directory_.string(), sequence));
+  try {
+    return decode_payload(log_->read(*place), fmt::format("batch {} in {}", sequence, place->file->path.string()));
+  } catch (const SegmentLogError& failure) {
+    throw SpoolError(failure.what());
+  }
 }
 
 void AgentSpool::acknowledge(std::uint64_t sequence) {
   if (sequence <= acked_) return;
   if (sequence >= next_sequence_) {
+    if (sequence > reserved_) {
+      // Never handed out, not even before an unclean stop: not an acknowledgement of ours.
+      if (!warned_unknown_ack_)
+        spdlog::warn("spool {}: lmaster acknowledged batch {} of session {:016x}, a number never used (the last "
+                     "one made is {}): ignored (logged once)",
+                     directory_.string(), sequence, session_, next_sequence_ - 1);
+      warned_unknown_ack_ = true;
+      return;
+    }
     spdlog::warn("spool {}: lmaster acknowledged batch {} of session {:016x}, beyond the last one made ({}); "
                  "continuing after it",
                  directory_.string(), sequence, session_, next_sequence_ - 1);
@@ -436,18 +365,13 @@ void AgentSpool::acknowledge(std::uint64_t sequence) {
   write_acked();
   // lmaster has these on disk: they need no sync of their own.
   handed_over(sequence);
-  bool synced = false;
-  while (segments_.size() > 1 && segments_.front().first_sequence + segments_.front().records.size() - 1 <= acked_) {
-    if (!synced) ::fdatasync(acked_fd_);  // before a segment goes, `acked` must cover it
-    synced = true;
-    remove_front_segment();
-  }
+  remove_acknowledged_segments();
 }
 
 void AgentSpool::handed_over(std::uint64_t sequence) {
   if (unsynced_from_ && sequence >= next_sequence_ - 1) {
     unsynced_from_ = 0;
-    for (auto& segment : segments_) segment.unsynced = false;
+    log_->forget_unsynced();
   } else if (unsynced_from_ && sequence >= unsynced_from_) {
     unsynced_from_ = sequence + 1;
   }
@@ -455,12 +379,8 @@ void AgentSpool::handed_over(std::uint64_t sequence) {
 
 SpoolStats AgentSpool::stats() const {
   SpoolStats stats = dropped_;
-  stats.bytes = bytes_;
-  for (const auto& segment : segments_) {
-    std::uint64_t end = segment.first_sequence + segment.records.size();
-    std::uint64_t first = std::max(segment.first_sequence, acked_ + 1);
-    if (first < end) stats.batches += end - first;
-  }
+  stats.bytes = log_->bytes();
+  stats.batches = log_->records_from(acked_ + 1);
   return stats;
 }
 

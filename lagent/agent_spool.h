@@ -9,10 +9,11 @@
 //                    sequence position is lost (no batches and no readable `acked`).
 //   acked            the highest sequence lmaster acknowledged (u64 + CRC32), rewritten in place
 //                    on every acknowledgement.
-//   <20 digits>.seg  segments named by the sequence of their first batch; records
-//                      [u32 magic "FAS1"][u32 body bytes][u32 CRC32 of body][u32 samples]
-//                      body: [u64 sequence][self-contained samples, see below]
-//                    in this machine's byte order (a spool never leaves its host).
+//   <20 digits>.seg  a SegmentLog (common/segment_log.h: the framing, recovery and fsyncs it
+//                    shares with lmaster's journal) of records with magic "FAS2", id = the
+//                    batch's sequence, count = its samples, payload = the self-contained
+//                    samples (see below). Segments of the "FAS1" format of earlier versions are
+//                    converted at open.
 //
 // The dictionary problem: a batch on the wire refers to the dictionary indices of the process
 // that encoded it, and a restarted lagent has a new dictionary. So the spool does not keep wire
@@ -40,9 +41,8 @@
 // write (a stale value after a power cut only resends batches lmaster drops as duplicates); it
 // is synced before a segment is deleted, so sequences never go backwards.
 //
-// Recovery (after kill -9 or a power cut): segments are scanned at open; a record whose header,
-// length or CRC is wrong, or whose sequence does not follow, ends its segment: the file is cut
-// there (a torn last write) and the cut is logged.
+// Recovery (after kill -9 or a power cut): SegmentLog's: a torn last write is cut, a damaged
+// segment is kept aside as `.damaged` with its whole records copied in its place, and logged.
 //
 // Budget: segment files together stay within max_bytes. When an append needs room, the oldest
 // segments are deleted with the batches in them that lmaster had not acknowledged; those are
@@ -59,12 +59,14 @@
 #include <optional>
 #include <stdexcept>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "metric.h"
+#include "segment_log.h"
 #include "spool_format.h"
 
 namespace fructosa::agent {
@@ -116,8 +118,10 @@ class AgentSpool {
   // Samples in a kept batch, without reading it.
   std::uint32_t samples_in(std::uint64_t sequence) const;
 
-  // lmaster acknowledged every batch up to `sequence`. A sequence beyond what was appended
-  // (the spool lost its tail) moves next_sequence() past it, so no number is used twice.
+  // lmaster acknowledged every batch up to `sequence`. A sequence beyond what was appended but
+  // within the numbers that may have been handed out (the spool lost its tail) moves
+  // next_sequence() past it, so no number is used twice; one beyond those (never sent: a
+  // confused or lying peer) is ignored and logged.
   void acknowledge(std::uint64_t sequence);
   // The destination has every batch up to `sequence` but confirms it only later (carbon: see
   // lagent/carbon_link.h): like acknowledged ones they need no sync of their own, and they stay
@@ -128,50 +132,34 @@ class AgentSpool {
   const std::filesystem::path& directory() const { return directory_; }
 
  private:
-  struct Record {
-    std::uint64_t offset;
-    std::uint32_t size;  // header + body
-    std::uint32_t samples;
-  };
-  struct Segment {
-    std::uint64_t first_sequence = 0;  // of records[0]
-    std::uint64_t bytes = 0;           // file size
-    int fd = -1;
-    bool unsynced = false;  // appended to since its last fdatasync
-    std::vector<Record> records;
-  };
-
   void take_lock();
-  void load_session_and_acked(bool have_batches, std::uint64_t last_sequence);
-  void scan();
-  void scan_segment(const std::filesystem::path& path, std::uint64_t first_sequence);
-  void open_new_segment();
+  void release();
+  void convert_legacy_segments();
+  void recover_state();
   void write_acked();
+  bool sync_acked();
   void reserve(std::uint64_t through);
-  void remove_front_segment();
+  void remove_acknowledged_segments();
   void drop_oldest_segment();
-  std::filesystem::path segment_path(std::uint64_t first_sequence) const;
-  const Record& record(std::uint64_t sequence, const Segment** segment) const;
   std::uint64_t segment_target() const;
 
   std::filesystem::path directory_;
   std::uint64_t max_bytes_;
   int lock_fd_ = -1;
-  int dir_fd_ = -1;
   int acked_fd_ = -1;
   int reserved_fd_ = -1;
+  std::unique_ptr<SegmentLog> log_;
   std::uint64_t session_ = 0;
   std::uint64_t acked_ = 0;          // highest acknowledged sequence
   std::uint64_t next_sequence_ = 1;
   std::uint64_t reserved_ = 0;       // sequences up to it may have been handed out (synced in `reserved`)
   std::uint64_t unsynced_from_ = 0;  // the first batch appended and not synced (0: none)
   std::chrono::steady_clock::time_point unsynced_since_{};
-  std::uint64_t bytes_ = 0;
-  std::deque<Segment> segments_;     // oldest first; the last one is appended to
   BatchNames names_;                 // append()'s scratch space, kept to spare allocations
   std::string samples_part_;
-  std::string record_;
+  std::string payload_;
   SpoolStats dropped_;               // only dropped_* used
+  bool warned_unknown_ack_ = false;
 };
 
 }  // namespace fructosa::agent

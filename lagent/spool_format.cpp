@@ -62,19 +62,13 @@ class BodyReader {
   const std::string& where_;
 };
 
-template <class T>
-void put_at(std::string& out, std::size_t at, T value) {
-  std::memcpy(out.data() + at, &value, sizeof value);
-}
-
 }  // namespace
 
-// record: [u32 magic][u32 body bytes][u32 CRC of body][u32 samples] body
-// body: [u64 sequence][u32 strings]([u32 length][bytes])*[u32 samples]
-//       ([u32 sensor][i64 time_ns][u64 job][u32 metrics]([u32 key][f64 value])*
-//        [u32 labels]([u32 key][u32 value])*)*      -- u32 names index the string table
-void encode_record(std::uint64_t sequence, const std::vector<Sample>& samples, BatchNames& names,
-                   std::string& samples_part, std::string& record) {
+// payload: [u32 strings]([u32 length][bytes])*[u32 samples]
+//          ([u32 sensor][i64 time_ns][u64 job][u32 metrics]([u32 key][f64 value])*
+//           [u32 labels]([u32 key][u32 value])*)*      -- u32 names index the string table
+void encode_payload(const std::vector<Sample>& samples, BatchNames& names, std::string& samples_part,
+                    std::string& payload) {
   names.start_batch();
   samples_part.clear();
   put<std::uint32_t>(samples_part, static_cast<std::uint32_t>(samples.size()));
@@ -93,24 +87,17 @@ void encode_record(std::uint64_t sequence, const std::vector<Sample>& samples, B
       put<std::uint32_t>(samples_part, names.id(label.value));
     }
   }
-  record.assign(kHeaderBytes, '\0');
-  put<std::uint64_t>(record, sequence);
-  put<std::uint32_t>(record, static_cast<std::uint32_t>(names.in_batch().size()));
+  payload.clear();
+  put<std::uint32_t>(payload, static_cast<std::uint32_t>(names.in_batch().size()));
   for (auto name : names.in_batch()) {
-    put<std::uint32_t>(record, static_cast<std::uint32_t>(name.size()));
-    record.append(name);
+    put<std::uint32_t>(payload, static_cast<std::uint32_t>(name.size()));
+    payload.append(name);
   }
-  record += samples_part;
-  std::size_t body_bytes = record.size() - kHeaderBytes;
-  put_at<std::uint32_t>(record, 0, kRecordMagic);
-  put_at<std::uint32_t>(record, 4, static_cast<std::uint32_t>(body_bytes));
-  put_at<std::uint32_t>(record, 8, crc32(record.data() + kHeaderBytes, body_bytes));
-  put_at<std::uint32_t>(record, 12, static_cast<std::uint32_t>(samples.size()));
+  payload += samples_part;
 }
 
-std::vector<Sample> decode_body(std::string_view body, const std::string& where) {
+std::vector<Sample> decode_payload(std::string_view body, const std::string& where) {
   BodyReader in(body, where);
-  in.next<std::uint64_t>();  // sequence, checked by the caller
   std::vector<std::string> strings(in.next<std::uint32_t>());
   for (auto& s : strings) s = std::string(in.bytes(in.next<std::uint32_t>()));
   auto string_at = [&](std::uint32_t index) -> const std::string& {

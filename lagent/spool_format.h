@@ -52,10 +52,15 @@ class BatchNames {
 
 namespace spool_format {
 
-constexpr std::uint32_t kRecordMagic = 0x31534146;  // "FAS1" in a little-endian file
-constexpr std::uint32_t kStateMagic = 0x31545346;   // "FST1"
-constexpr std::size_t kHeaderBytes = 16;             // magic, body bytes, CRC, samples
-constexpr std::size_t kMaxRecordBytes = 256u << 20;  // larger lengths are garbage
+// Records are SegmentLog records (common/segment_log.h) with this magic, id = sequence and
+// count = samples. Spools written before the shared segment log have "FAS1" records (a 16-byte
+// header: magic, body bytes, CRC, samples; body: u64 sequence then the payload below); they are
+// converted when a spool is opened.
+constexpr std::uint32_t kRecordMagic = 0x32534146;        // "FAS2" in a little-endian file
+constexpr std::uint32_t kLegacyRecordMagic = 0x31534146;  // "FAS1"
+constexpr std::size_t kLegacyHeaderBytes = 16;
+constexpr std::uint32_t kStateMagic = 0x31545346;         // "FST1"
+constexpr std::size_t kMaxRecordBytes = 256u << 20;       // larger lengths are garbage
 
 template <class T>
 void put(std::string& out, T value) {
@@ -69,13 +74,13 @@ T get(const char* p) {
   return value;
 }
 
-// Batch `sequence` as one record, header included, into `record`; `samples_part` and `names`
-// are scratch space kept from batch to batch.
-void encode_record(std::uint64_t sequence, const std::vector<Sample>& samples, BatchNames& names,
-                   std::string& samples_part, std::string& record);
-// The samples of a record's body (after its header); `where` names it in the SpoolError thrown
-// when the body is malformed.
-std::vector<Sample> decode_body(std::string_view body, const std::string& where);
+// A batch as a record's payload, into `payload`; `samples_part` and `names` are scratch space
+// kept from batch to batch.
+void encode_payload(const std::vector<Sample>& samples, BatchNames& names, std::string& samples_part,
+                    std::string& payload);
+// The samples of a record's payload; `where` names it in the SpoolError thrown when the
+// payload is malformed.
+std::vector<Sample> decode_payload(std::string_view payload, const std::string& where);
 
 // A state file's content, and its value read back (false: missing, torn or corrupt).
 std::string encode_state(std::uint64_t value);

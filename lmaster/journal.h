@@ -9,8 +9,8 @@
 // (host, session) -> last sequence is rebuilt from the journal at start.
 //
 // Files under <data_dir>/journal/:
-//   <20-digit first record id>.journal  records [u32 magic "FJR1"][u32 payload bytes]
-//                                        [u32 CRC32 of payload][u32 0][u64 id][u64 points][payload]
+//   <20-digit first record id>.journal  a SegmentLog (common/segment_log.h: framing, recovery,
+//                                        fsyncs) of records: magic "FJR1", id, count = points;
 //                                        payload: u32 marks, each (text host, u64 session,
 //                                        u64 sequence), then the samples (encode_samples)
 //   <output>.position                   the last record id that output delivered
@@ -25,6 +25,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "metric.h"
+#include "segment_log.h"
 
 namespace fructosa::master {
 
@@ -54,8 +56,9 @@ struct JournalRecord {
 
 class Journal {
  public:
-  // Opens (creating) `directory`: checks every record, cuts a torn tail a crash left, rebuilds
-  // the dedup marks and starts a new segment. Throws JournalError when the directory is unusable.
+  // Opens (creating) `directory`: checks every record (a torn tail a crash left is cut, a
+  // damaged segment kept aside: SegmentLog) and rebuilds the dedup marks. Throws JournalError
+  // when the directory is unusable.
   Journal(std::filesystem::path directory, std::uint64_t max_bytes);
   ~Journal();
   Journal(const Journal&) = delete;
@@ -64,7 +67,8 @@ class Journal {
   // --- the master's thread ---
   // Appends one record (not durable until commit()); returns its id.
   std::uint64_t append(const SequenceMarks& marks, const std::vector<Sample>& samples);
-  // Makes what was appended durable and readable. On failure the uncommitted records are cut.
+  // Makes what was appended durable and readable. On failure the uncommitted records are cut
+  // (JournalError): nothing of them may be acknowledged.
   void commit();
   // Every (host, session)'s last committed sequence: recovered at open, then kept up to date.
   const SequenceMarks& marks() const { return marks_; }
@@ -73,7 +77,7 @@ class Journal {
 
   // --- any thread ---
   std::uint64_t committed() const { return committed_id_.load(); }
-  std::uint64_t bytes() const { return bytes_.load(); }
+  std::uint64_t bytes() const { return log_->bytes(); }
   const std::filesystem::path& directory() const { return directory_; }
   // The last record `output` delivered, as saved; a new output starts at the journal's end.
   std::uint64_t saved_position(const std::string& output) const;
@@ -87,9 +91,6 @@ class Journal {
   class Reader {
    public:
     Reader(const Journal& journal, std::string output);
-    ~Reader();
-    Reader(const Reader&) = delete;
-    Reader& operator=(const Reader&) = delete;
     // Record `id`, or the first one after it when records were deleted over the budget (their
     // points added to `dropped_points`); nullopt when `id` is not committed yet.
     std::optional<JournalRecord> read(std::uint64_t id, std::uint64_t& dropped_points);
@@ -97,31 +98,16 @@ class Journal {
     std::uint64_t points_from(std::uint64_t id) const;
 
    private:
-    bool open_segment_with(std::uint64_t id, std::uint64_t& dropped_points);
-    void close_segment();
     const Journal& journal_;
     std::string output_;
-    int fd_ = -1;
-    std::uint64_t segment_first_ = 0;
-    std::uint64_t offset_ = 0;   // of the next record in the open segment
-    std::uint64_t next_id_ = 0;  // the id found at offset_
+    std::uint64_t missing_counted_below_ = 0;  // ids found missing below it were counted once
   };
-
-  struct Header;  // on disk before every payload
 
  private:
-  struct Segment {
-    std::uint64_t first_id = 0;
-    std::uint64_t last_id = 0;  // first_id - 1 while empty
-    std::uint64_t bytes = 0;
-    std::uint64_t points = 0;
-  };
-  std::filesystem::path segment_path(std::uint64_t first_id) const;
   std::filesystem::path position_path(const std::string& output) const;
-  void scan();
+  void recover_marks();
   void load_sessions();
   void save_sessions();
-  void start_segment();
   void delete_front_segment(bool over_budget);
   void enforce_budget();
   // Points of committed records with ids in [from, to] that the journal no longer has.
@@ -129,21 +115,16 @@ class Journal {
 
   std::filesystem::path directory_;
   std::uint64_t max_bytes_;
-  std::uint64_t segment_bytes_;
+  std::unique_ptr<SegmentLog> log_;  // the records, on disk
   SequenceMarks marks_;
   SequenceMarks pending_marks_;  // appended, not committed
   std::map<std::string, std::uint64_t> positions_at_open_;
 
-  mutable std::mutex mutex_;  // guards segments_ and deleted_ (readers look them up)
-  std::deque<Segment> segments_;  // oldest first; the last one is appended to
+  mutable std::mutex mutex_;  // guards deleted_ (readers look it up)
   // Segments deleted over the budget (first id, last id, points), for readers' drop counts.
-  std::deque<Segment> deleted_;
-  int fd_ = -1;                        // the last segment, open for appending
+  std::deque<SegmentLog::SegmentInfo> deleted_;
   std::uint64_t next_id_ = 1;
-  std::uint64_t committed_size_ = 0;   // of the last segment, at the last commit
-  std::uint64_t committed_points_ = 0;
   std::atomic<std::uint64_t> committed_id_{0};
-  std::atomic<std::uint64_t> bytes_{0};
 };
 
 // The samples part of a record; exposed for tests.

@@ -99,19 +99,20 @@ def stdout_counts(text):
 
 
 def spooled_batches(directory):
-    """Records in an agent spool's segment files (lagent/agent_spool.h: 16-byte header, then
-    body), taken ones included until their segment is deleted: it grows while lagent samples."""
+    """Records in an agent spool's segment files (common/segment_log.h: a 32-byte header
+    [magic "FAS2"][payload bytes][CRC][0][id][count], then the payload), taken ones included
+    until their segment is deleted: it grows while lagent samples."""
     count = 0
     for path in glob.glob(os.path.join(directory, "*.seg")):
         with open(path, "rb") as f:
             data = f.read()
         offset = 0
-        while offset + 16 <= len(data):
-            magic, body = struct.unpack_from("<II", data, offset)
-            if magic != 0x31534146 or offset + 16 + body > len(data):
+        while offset + 32 <= len(data):
+            magic, payload = struct.unpack_from("<II", data, offset)
+            if magic != 0x32534146 or offset + 32 + payload > len(data):
                 break
             count += 1
-            offset += 16 + body
+            offset += 32 + payload
     return count
 
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "crc32.h"
 #include "test_support.h"
 
 namespace fructosa::agent {
@@ -200,7 +201,8 @@ TEST(AgentSpool, ATornLastRecordIsCutAndTheRestKept) {
     EXPECT_EQ(spool.append(batch(2)), 6u);
   }
   {
-    // A flipped byte inside a record: its CRC fails, it and what follows are cut.
+    // A flipped byte inside a record: its CRC fails; the records after it are whole and kept,
+    // and so is the file as it was (.damaged).
     std::fstream file(files[0], std::ios::in | std::ios::out | std::ios::binary);
     auto record_size = fs::file_size(files[0]) / 5;  // five records of similar size; aim into the 3rd
     file.seekp(static_cast<std::streamoff>(record_size * 2 + record_size / 2));
@@ -215,6 +217,13 @@ TEST(AgentSpool, ATornLastRecordIsCutAndTheRestKept) {
   EXPECT_EQ(spool.next_sequence(), 7u);  // after the last one handed out, 6
   EXPECT_EQ(spool.read(1).size(), 3u);
   EXPECT_THROW(spool.read(3), SpoolError);
+  EXPECT_EQ(spool.next_kept(3), 4u);
+  EXPECT_EQ(spool.read(4).size(), 3u);
+  EXPECT_EQ(spool.read(6).size(), 2u);
+  EXPECT_EQ(spool.stats().batches, 4u);
+  auto damaged = files[0];
+  damaged += ".damaged";
+  EXPECT_TRUE(fs::exists(damaged));
 }
 
 // lagent killed (no clean stop): the batches it wrote are on disk (the page cache survives a
@@ -368,24 +377,53 @@ TEST(AgentSpool, AnAcknowledgementBeyondTheTailMovesTheSequenceOn) {
   EXPECT_EQ(spool.read(51).size(), 1u);
 }
 
-// Not a test of speed (nothing is asserted on it): prints what an append costs here.
-TEST(AgentSpool, PrintsAppendCost) {
+TEST(AgentSpool, AnAcknowledgementOfANumberNeverHandedOutIsIgnored) {
   TempDir dir;
-  AgentSpool spool(dir.file("spool"), 256 << 20);
-  auto samples = batch(20);
-  const int n = 200;
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) spool.append(samples);
-  double appended = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  start = std::chrono::steady_clock::now();
-  for (int i = 0; i < n; ++i) {
-    spool.append(samples);
-    spool.sync();
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  spool.append(batch(1));
+  // A confused or lying peer: UINT64_MAX would wrap the next number to 0.
+  spool.acknowledge(UINT64_MAX);
+  spool.acknowledge(AgentSpool::kReservedBatches + 1);
+  EXPECT_EQ(spool.first_sequence(), 1u);
+  EXPECT_EQ(spool.append(batch(1)), 2u);
+  EXPECT_EQ(spool.read(1).size(), 1u);
+}
+
+// Spools written by lagent versions before the shared segment log are converted, batch for
+// batch, sequence for sequence.
+TEST(AgentSpool, ASegmentOfTheEarlierFormatIsConverted) {
+  TempDir dir;
+  std::uint64_t session = 0;
+  std::vector<std::string> payloads;
+  {
+    AgentSpool spool(dir.file("spool"), 1 << 20);
+    session = spool.session();
   }
-  double synced = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("append of a 20-sample batch: %.3f ms each; with a sync each (lmaster not answering): %.3f ms "
-              "(%llu bytes on disk for %d batches)\n",
-              appended * 1000 / n, synced * 1000 / n, static_cast<unsigned long long>(spool.stats().bytes), 2 * n);
+  // Two FAS1 records, sequences 1 and 2: [magic][body bytes][CRC][samples] [u64 seq][payload].
+  std::string legacy;
+  BatchNames names;
+  std::string scratch, payload;
+  for (std::uint64_t sequence : {1, 2}) {
+    spool_format::encode_payload(batch(static_cast<int>(sequence) + 1), names, scratch, payload);
+    std::string body;
+    spool_format::put<std::uint64_t>(body, sequence);
+    body += payload;
+    spool_format::put<std::uint32_t>(legacy, spool_format::kLegacyRecordMagic);
+    spool_format::put<std::uint32_t>(legacy, static_cast<std::uint32_t>(body.size()));
+    spool_format::put<std::uint32_t>(legacy, crc32(body.data(), body.size()));
+    spool_format::put<std::uint32_t>(legacy, static_cast<std::uint32_t>(sequence + 1));
+    legacy += body;
+  }
+  legacy += "torn";
+  std::ofstream(dir.file("spool/00000000000000000001.seg"), std::ios::binary) << legacy;
+  AgentSpool spool(dir.file("spool"), 1 << 20);
+  EXPECT_EQ(spool.session(), session);
+  EXPECT_EQ(spool.first_sequence(), 1u);
+  EXPECT_EQ(spool.samples_in(2), 3u);
+  EXPECT_EQ(spool.read(1).size(), 2u);
+  EXPECT_EQ(spool.read(2).size(), 3u);
+  EXPECT_EQ(spool.read(2)[1].labels.size(), 2u);
+  EXPECT_GE(spool.next_sequence(), 3u);
 }
 
 }  // namespace

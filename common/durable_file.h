@@ -1,0 +1,28 @@
+// Making files and directory entries survive a power cut: data is durable after fdatasync, a
+// new name (create, rename, unlink) only after an fsync of its directory. docs/durability.md.
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+namespace fructosa {
+
+class DurabilityError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Replaces `path` with `text` so that after a crash it holds the old or the new text, whole:
+// a temporary file beside it, fdatasync, rename, fsync of the directory. `mode` as for open(2).
+// Throws DurabilityError naming the file.
+void write_file_durably(const std::filesystem::path& path, const std::string& text, unsigned mode = 0640);
+
+// fsync(2) of a directory: the creates, renames and unlinks in it so far survive a power cut.
+// Throws DurabilityError naming the directory.
+void sync_directory(const std::filesystem::path& directory);
+
+// fdatasync(2) of `fd` (named `path` in the error). Throws DurabilityError.
+void sync_file(int fd, const std::filesystem::path& path);
+
+}  // namespace fructosa
