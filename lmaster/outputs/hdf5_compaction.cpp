@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "durable_file.h"
+
 namespace fructosa::master {
 
 using namespace hdf5;
@@ -116,12 +118,21 @@ Hdf5Output::Impl::Compaction Hdf5Output::Impl::compact_file(const std::string& p
     throw;
   }
   std::error_code error;
+  try {
+    // The copy whole on disk before it replaces the only other copy of these rows, and the
+    // rename durable before the caller counts the file as compressed.
+    sync_closed_file(temporary);
+  } catch (...) {
+    fs::remove(temporary, ignored);
+    throw;
+  }
   fs::rename(temporary, path, error);
   if (error) {
     fs::remove(temporary, ignored);
     throw std::runtime_error(
         fmt::format("cannot rename {} to {}: {}", temporary, path, error.message()));
   }
+  sync_directory(fs::path(path).parent_path());
   result.bytes_after = fs::file_size(path, ignored);
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -130,6 +130,7 @@ void Hdf5Output::Impl::start_new_file(bool at_start) {
   for (auto& [host, group] : hosts) group = HostGroup{};
   for (auto& [host, sensors] : tables)
     for (auto& [sensor, table] : sensors) table.forget_file();
+  directory_unsynced = true;
   try {
     point_link_at(path);
   } catch (const std::exception& failure) {
@@ -246,6 +247,12 @@ bool Hdf5Output::Impl::finish_file() {
   const bool closed = file.reset() >= 0;
   swmr = false;
   if (!closed) spdlog::error("hdf5: {}: closing it failed: {}", file_path, hdf5_error());
+  try {
+    // What closing wrote (final attributes, the job index marked complete) survives a power cut.
+    hdf5::sync_closed_file(file_path);
+  } catch (const std::exception& failure) {
+    spdlog::error("hdf5: {}", failure.what());
+  }
   return closed && file_has_rows && complevel > 0;
 }
 

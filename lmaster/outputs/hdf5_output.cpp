@@ -19,6 +19,8 @@
 
 #include "master_catalog.h"
 
+#include "durable_file.h"
+
 namespace fructosa::master {
 
 using namespace hdf5;
@@ -301,8 +303,15 @@ void Hdf5Output::Impl::flush_rows() {
       failed.push_back(table);
     }
   }
-  file_step(
-      [&] { check(file_path, H5Fflush(file.get(), H5F_SCOPE_LOCAL), "cannot flush the file"); });
+  file_step([&] {
+    check(file_path, H5Fflush(file.get(), H5F_SCOPE_LOCAL), "cannot flush the file");
+    // Durable before the runner records these rows as delivered and the journal lets them go.
+    hdf5::sync_open_file(file_path, file.get());
+    if (directory_unsynced) {
+      sync_directory(series.directory);  // the file's name and the link to it
+      directory_unsynced = false;
+    }
+  });
   failed_flushes = 0;
   std::uint64_t points = 0;
   for (Table* table : committed) {

@@ -237,6 +237,7 @@ struct Hdf5Output::Impl {
   bool file_has_rows = false;
   int failed_flushes = 0;  // in a row
   bool abandoned = false;  // given up after failures: the next flush starts a new file
+  bool directory_unsynced = false;  // a file created (or the link moved) since the last sync of its directory
   std::vector<hid_t> abandoned_files;
   std::set<std::uint64_t> file_jobs;
   std::size_t file_jobs_in_attribute = 0;

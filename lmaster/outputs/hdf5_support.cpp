@@ -2,10 +2,13 @@
 #include "hdf5_support.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -246,6 +249,22 @@ std::optional<std::uintmax_t> free_bytes(const fs::path& directory) {
   struct statvfs info {};
   if (::statvfs(directory.c_str(), &info) != 0) return std::nullopt;
   return static_cast<std::uintmax_t>(info.f_bavail) * info.f_frsize;
+}
+
+void sync_open_file(const std::string& path, hid_t file) {
+  void* handle = nullptr;
+  check(path, H5Fget_vfd_handle(file, H5P_DEFAULT, &handle), "cannot get its file descriptor");
+  // The sec2 driver (lmaster's) hands out a pointer to its descriptor.
+  if (!handle || ::fdatasync(*static_cast<int*>(handle)) != 0)
+    throw std::runtime_error(fmt::format("cannot sync {}: {}", path, handle ? std::strerror(errno) : "no descriptor"));
+}
+
+void sync_closed_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  bool synced = fd >= 0 && ::fdatasync(fd) == 0;
+  int saved = errno;
+  if (fd >= 0) ::close(fd);
+  if (!synced) throw std::runtime_error(fmt::format("cannot sync {}: {}", path, std::strerror(saved)));
 }
 
 }  // namespace fructosa::master::hdf5

@@ -96,4 +96,10 @@ Handle file_access_properties(const std::string& file);
 // Bytes that may still be written on the file system holding `directory`.
 std::optional<std::uintmax_t> free_bytes(const fs::path& directory);
 
+// Makes what HDF5 has handed to the kernel durable (H5Fflush is not: it ends in the page cache):
+// fdatasync of the open file's descriptor. Throws std::runtime_error naming the file.
+void sync_open_file(const std::string& path, hid_t file);
+// The same for a closed file, by its name, and for the names in a directory (fsync).
+void sync_closed_file(const std::string& path);
+
 }  // namespace fructosa::master::hdf5
