@@ -87,7 +87,9 @@ int start(const ServiceProgram& program, const std::string& config, const std::s
   pid_t daemon = ::fork();
   if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
   int status_fd = pipe_fds[1];
-  ::umask(022);
+  // Data, journal, spool and HDF5 files name jobs and users: 0640 and directories 0750, for the
+  // service's own user and group (systemd's units say UMask=0027 too).
+  ::umask(027);
   if (::chdir("/") != 0) ::_exit(1);
   int null_fd = ::open("/dev/null", O_RDWR);
   if (null_fd >= 0) {
@@ -136,8 +138,16 @@ int stop(const ServiceProgram& program, const std::string& pidfile, double timeo
 }  // namespace
 
 Pidfile::Pidfile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Never through a link, and never anything but a regular file: a pidfile in a directory others
+  // can write must not make a root daemon truncate what a planted link points at.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open pidfile {}: {}", path, std::strerror(errno)));
+  struct stat info {};
+  if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw std::runtime_error(fmt::format("pidfile {} is not a regular file", path));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     std::string holder = read_all(fd_);
     ::close(fd_);
@@ -157,7 +167,7 @@ Pidfile::~Pidfile() {
 }
 
 std::optional<pid_t> Pidfile::holder(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
   std::optional<pid_t> result;
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
