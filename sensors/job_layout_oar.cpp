@@ -10,9 +10,11 @@ const char* const kOarDefaultRoot = "/dev/oar_cgroups_links/cpuset";
 
 std::vector<JobPattern> oar_patterns() {
   std::vector<JobPattern> patterns;
-  patterns.push_back({"oar", {"oar"}, std::regex(R"(.+_(\d+))")});
+  static const auto v1_job = compile_builtin_job_regex(R"(.+_(\d+))");
+  static const auto v2_job = compile_builtin_job_regex(R"(oar-u\d+-j(\d+)\.slice)");
+  patterns.push_back({"oar", {"oar"}, v1_job});
   // "oar" is CPUSET_PATH ("/oar" by default) without its slash.
-  patterns.push_back({"oar", {"oar.slice", "oar-u*.slice"}, std::regex(R"(oar-u\d+-j(\d+)\.slice)")});
+  patterns.push_back({"oar", {"oar.slice", "oar-u*.slice"}, v2_job});
   return patterns;
 }
 

@@ -13,7 +13,7 @@ std::vector<JobPattern> slurm_patterns(const std::string& slurm_node) {
   std::vector<JobPattern> patterns;
   std::string suffixed = slurm_node.empty() ? "slurm_*" : "slurm_" + slurm_node;
   std::string scope = slurm_node.empty() ? "*_slurmstepd.scope" : slurm_node + "_slurmstepd.scope";
-  std::regex job(R"(job_(\d+))");
+  static const auto job = compile_builtin_job_regex(R"(job_(\d+))");
   const std::vector<std::string> v1_steward{""}, v2_steward{"step_*/slurm"};
   patterns.push_back({"slurm", {"slurm", "uid_*"}, job, v1_steward});  // cgroup v1
   patterns.push_back({"slurm", {suffixed, "uid_*"}, job, v1_steward});  // v1, multiple slurmd

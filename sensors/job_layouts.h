@@ -4,9 +4,14 @@
 
 #include <cstdint>
 #include <functional>
-#include <regex>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
+
+namespace re2 {
+class RE2;  // <re2/re2.h>, included by the .cpp files that match
+}
 
 namespace fructosa::sensors {
 
@@ -17,11 +22,11 @@ struct CgroupHierarchy {
 };
 
 // Where a scheduler puts its jobs, relative to a hierarchy: directory globs, then the job's
-// own directory as a regex whose one group is the id.
+// own directory as a regex whose first group is the id (compiled once, shared by every copy).
 struct JobPattern {
   const char* scheduler;  // "slurm", "oar", "pbs"
   std::vector<std::string> parents;
-  std::regex job;
+  std::shared_ptr<const re2::RE2> job;
   // Globs relative to a job directory whose own processes are the scheduler's
   // (JobCgroup::scheduler_cgroups).
   std::vector<std::string> scheduler_cgroups = {};
@@ -45,9 +50,19 @@ std::vector<JobPattern> oar_patterns();
 extern const char* const kOarDefaultRoot;
 // PBS/Torque (job_layout_pbs.cpp).
 std::vector<JobPattern> pbs_patterns();
-// scheduler = regex (job_layout_regex.cpp). check_job_regex throws ConfigError.
+// Job regexes (job_layout_regex.cpp), RE2 syntax matched byte by byte: linear time in the text,
+// bounded memory. compile_job_regex throws ConfigError naming the key `regex` unless the
+// pattern compiles within the memory bound and has exactly one capture group.
+std::shared_ptr<const re2::RE2> compile_job_regex(const std::string& regex);
 void check_job_regex(const std::string& regex);
-void find_regex_jobs(const CgroupHierarchy& hierarchy, const std::regex& regex, int max_depth, JobScan& scan);
+// A built-in layout's pattern (a constant: several groups allowed, the first is the id).
+std::shared_ptr<const re2::RE2> compile_builtin_job_regex(const char* pattern);
+// The job id of a directory `name` that `job` matches whole (built-in layouts).
+bool match_job_name(const re2::RE2& job, std::string_view name, std::uint64_t& id);
+// The job id of a relative path in which `regex` is found anywhere (scheduler = regex).
+bool search_job_path(const re2::RE2& regex, std::string_view path, std::uint64_t& id);
+// scheduler = regex: the shallowest directories down to `max_depth` whose path matches.
+void find_regex_jobs(const CgroupHierarchy& hierarchy, const re2::RE2& regex, int max_depth, JobScan& scan);
 
 // jobs.cpp, for the layouts: subdirectory names of `dir`, sorted (empty when it vanished or
 // cannot be read: jobs end at any moment); a job id from text (0 is none).

@@ -15,7 +15,6 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <regex>
 #include <set>
 #include <utility>
 
@@ -114,10 +113,8 @@ void find_pattern_jobs(const CgroupHierarchy& hierarchy, const JobPattern& patte
         if (::fnmatch(pattern.parents[level].c_str(), name.c_str(), FNM_PERIOD) == 0) walk(child, level + 1);
         continue;
       }
-      std::smatch match;
       std::uint64_t id = 0;
-      if (std::regex_match(name, match, pattern.job) && parse_job_id(match[1].str(), id))
-        scan.add(hierarchy, child, name, id, &pattern);
+      if (match_job_name(*pattern.job, name, id)) scan.add(hierarchy, child, name, id, &pattern);
     }
   };
   walk("", 0);
@@ -145,9 +142,10 @@ const OptionTable& job_options() {
       {.name = "regex",
        .type = OptionType::text,
        .default_value = "",
-       .help = "scheduler = regex: an ECMAScript regex searched in each cgroup directory's path "
-               "relative to its hierarchy (e.g. mybatch/job-(\\d+)); its one capture group is the "
-               "numeric job id; the shallowest matching directory is the job's"},
+       .help = "scheduler = regex: an RE2 regex (https://github.com/google/re2/wiki/Syntax; no "
+               "backreferences or lookarounds, repetition counts up to 1000) searched in each cgroup "
+               "directory's path relative to its hierarchy (e.g. mybatch/job-(\\d+)); its one capture "
+               "group is the numeric job id; the shallowest matching directory is the job's"},
       {.name = "regex_max_depth",
        .type = OptionType::integer,
        .default_value = "6",
@@ -262,6 +260,7 @@ JobDirectory::JobDirectory(const Roots& roots)
 
 JobDirectory::JobDirectory(JobSettings settings, const Roots& roots) : JobDirectory(roots) {
   settings_ = std::move(settings);
+  if (settings_.scheduler == Scheduler::regex) user_regex_ = compile_job_regex(settings_.regex);
 }
 
 JobDirectory::~JobDirectory() = default;
@@ -331,8 +330,6 @@ void JobDirectory::rescan_locked() {
   std::vector<std::string> described;
   std::set<std::string> seen_hierarchies;
   auto patterns = builtin_patterns(settings_.scheduler, settings_.slurm_node_name);
-  std::optional<std::regex> user_regex;
-  if (settings_.scheduler == Scheduler::regex) user_regex.emplace(settings_.regex);
 
   for (const auto& root : roots) {
     // Watch the root too, so a hierarchy (or the whole tree) appearing later is noticed.
@@ -343,8 +340,8 @@ void JobDirectory::rescan_locked() {
       auto real = fs::canonical(hierarchy.path, error);
       if (!seen_hierarchies.insert(error ? hierarchy.path : real.string()).second) continue;
       described.push_back(hierarchy.name.empty() ? hierarchy.path + " (v2)" : hierarchy.path);
-      if (user_regex) {
-        find_regex_jobs(hierarchy, *user_regex, settings_.regex_max_depth, scan);
+      if (user_regex_) {
+        find_regex_jobs(hierarchy, *user_regex_, settings_.regex_max_depth, scan);
         continue;
       }
       for (const auto& pattern : patterns) find_pattern_jobs(hierarchy, pattern, scan);

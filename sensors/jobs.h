@@ -16,6 +16,10 @@
 
 #include "config.h"
 
+namespace re2 {
+class RE2;
+}
+
 namespace fructosa::sensors {
 
 struct Roots;
@@ -83,6 +87,7 @@ struct CgroupWalk;       // cgroup_process_tree.h
 
 class JobDirectory {
  public:
+  // Throws ConfigError for a `regex` that job_settings() would refuse (it compiles it once here).
   JobDirectory(JobSettings settings, const Roots& roots);
   // For tests: always answers `jobs`, never scans.
   static std::unique_ptr<JobDirectory> fixed(std::vector<JobCgroup> jobs, const Roots& roots);
@@ -119,6 +124,7 @@ class JobDirectory {
   std::vector<std::pair<std::string, std::uint64_t>> relative_paths_of_fixed() const;
 
   JobSettings settings_;
+  std::shared_ptr<const re2::RE2> user_regex_;  // scheduler = regex: settings_.regex, compiled once
   std::string proc_root_;
   std::string sys_root_;
   bool fixed_ = false;

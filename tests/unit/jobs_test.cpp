@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent_config.h"
+#include "job_layouts.h"
 #include "jobs.h"
 #include "sensor.h"
 #include "test_support.h"
@@ -214,6 +215,87 @@ TEST(JobDiscovery, RejectsUnusableRegexSettings) {
   EXPECT_THROW(settings({"scheduler=lsf"}), ConfigError);
 }
 
+// The message of the ConfigError that [jobs] `pairs` give ("" when they are accepted).
+std::string config_error(std::vector<std::string> pairs) {
+  try {
+    settings(std::move(pairs));
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+TEST(JobDiscovery, RegexRefusalsNameTheKeyThePatternAndWhy) {
+  auto expect_refused = [](const std::string& regex, const std::string& why) {
+    SCOPED_TRACE(regex);
+    std::string message = config_error({"scheduler=regex", "regex=" + regex});
+    EXPECT_NE(message.find("key 'regex'"), std::string::npos) << message;
+    EXPECT_NE(message.find("'" + regex + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find(why), std::string::npos) << message;
+  };
+  expect_refused(R"(job_\d+)", "has 0 capture groups; it needs exactly one");
+  expect_refused(R"((a)(\d+))", "has 2 capture groups; it needs exactly one");
+  expect_refused(R"(job_((\d+))", "missing )");
+  expect_refused(R"(job_(\d+)\1)", "invalid escape sequence: \\1");  // no backreferences
+  expect_refused(R"(job_(\d+)(?=/))", "invalid perl operator: (?=");  // no lookarounds
+}
+
+// Found by fuzz/ini_fuzz (seed regex-repeat-64370949.conf): std::regex compiled x{64370949}
+// into that many states, over 10 s and 900 MB, hanging lagent at start or reload. RE2 refuses
+// a repetition over 1000 before compiling anything, and a program over its memory bound.
+TEST(JobDiscovery, RegexRepetitionsOverAThousandAreRefused) {
+  for (const std::string count : {"{64370949}", "{1001}", "{2,1001}"}) {
+    SCOPED_TRACE(count);
+    std::string message = config_error({"scheduler=regex", R"(regex=job_(\d+)x)" + count});
+    EXPECT_NE(message.find("key 'regex'"), std::string::npos) << message;
+    EXPECT_NE(message.find("invalid repetition size: " + count), std::string::npos) << message;
+  }
+  // Nested repetitions count as their product.
+  EXPECT_NE(config_error({"scheduler=regex", R"(regex=(?:x{100}){100}job_(\d+))"}).find("invalid repetition size"),
+            std::string::npos);
+  // Each count allowed, the whole too big to compile within the bound.
+  std::string huge = R"(job_(\d+))";
+  for (int i = 0; i < 64; ++i) huge += R"(\w{1000})";
+  std::string message = config_error({"scheduler=regex", "regex=" + huge});
+  EXPECT_NE(message.find("key 'regex'"), std::string::npos) << message.substr(0, 200);
+  EXPECT_NE(message.find("pattern too large"), std::string::npos) << message.substr(0, 200);
+  EXPECT_EQ(config_error({"scheduler=regex", R"(regex=job_(\d+)x{1000})"}), "");
+}
+
+TEST(JobDiscovery, RegexIsSearchedAnywhereInThePath) {
+  // Unanchored, as before: any part of mybatch.slice/run-31.scope; run-x.scope has no number.
+  for (const char* regex : {R"(run-(\d+))", R"(^mybatch\.slice/run-(\d+)\.scope$)", R"(/run-(?P<id>[0-9]+)\.)"}) {
+    SCOPED_TRACE(regex);
+    JobDirectory jobs(settings({"scheduler=regex", std::string("regex=") + regex}), tree("regex"));
+    EXPECT_EQ(ids(*jobs.snapshot()), (std::vector<std::uint64_t>{31, 32}));
+  }
+  // Too shallow a search misses them.
+  JobDirectory shallow(settings({"scheduler=regex", R"(regex=run-(\d+))", "regex_max_depth=1"}), tree("regex"));
+  EXPECT_TRUE(shallow.snapshot()->jobs.empty());
+}
+
+// std::regex matched recursively: (?:a|aa)* on a long path overflowed the stack. RE2 matches
+// in time linear in the text, on the heap.
+TEST(JobRegex, LongPathsAndNamesMatchInLinearTime) {
+  auto regex = compile_job_regex(R"((?:a|aa)*/job_(\d+)$)");
+  const std::string long_name(100'000, 'a');
+  std::uint64_t id = 0;
+  EXPECT_TRUE(search_job_path(*regex, long_name + "/job_7", id));
+  EXPECT_EQ(id, 7u);
+  EXPECT_FALSE(search_job_path(*regex, long_name + "/job_x", id));
+  EXPECT_FALSE(search_job_path(*regex, long_name, id));
+  auto oar = compile_builtin_job_regex(R"(.+_(\d+))");
+  EXPECT_TRUE(match_job_name(*oar, long_name + "_42", id));
+  EXPECT_EQ(id, 42u);
+  // Byte by byte: a name that is not UTF-8 still matches `.`.
+  EXPECT_TRUE(match_job_name(*oar, "al\xff\x80ice_43", id));
+  EXPECT_EQ(id, 43u);
+  // Whole names for the built-in layouts; a group that took no part, or 0, is no job.
+  EXPECT_FALSE(match_job_name(*oar, "alice_42/x", id));
+  EXPECT_FALSE(match_job_name(*compile_builtin_job_regex(R"(job_(\d+)?)"), "job_", id));
+  EXPECT_FALSE(match_job_name(*oar, "alice_0", id));
+}
+
 TEST(JobDiscovery, ConfigErrorsNameTheFileLineAndKey) {
   test::TempDir dir;
   std::string path = dir.file("lagent.conf");
@@ -226,6 +308,17 @@ TEST(JobDiscovery, ConfigErrorsNameTheFileLineAndKey) {
     EXPECT_NE(message.find(path), std::string::npos) << message;
     EXPECT_NE(message.find(":6"), std::string::npos) << message;
     EXPECT_NE(message.find("regex"), std::string::npos) << message;
+  }
+  // The fuzzer's input, as lagent reads it.
+  std::ofstream(path) << "[lmaster]\nhost = 127.0.0.1\n\n[jobs]\nscheduler = regex\nregex = job_(\\d+)x{64370949}\n";
+  try {
+    agent::load_agent_config(path);
+    FAIL() << "accepted a repetition of 64370949";
+  } catch (const ConfigError& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find(path + ":6"), std::string::npos) << message;
+    EXPECT_NE(message.find("key 'regex'"), std::string::npos) << message;
+    EXPECT_NE(message.find("invalid repetition size: {64370949}"), std::string::npos) << message;
   }
 }
 
