@@ -168,6 +168,7 @@ struct Sender::State final : LinkEvents {
     }
   }
   std::uint64_t failed_syncs = 0;
+  std::uint64_t ignored_acks = 0;  // acknowledgements of batches never numbered (taken())
   Clock::time_point sync_retry_at{};
   bool sending_unsent = false;
 
@@ -204,6 +205,17 @@ struct Sender::State final : LinkEvents {
 
   // LinkEvents: the link's news, on this thread.
   void taken(std::uint64_t sequence) override {
+    // Only numbers the spool gave out can have been taken (a restart goes on after every number
+    // an earlier run may have used: agent_spool.h). An acknowledgement beyond them comes from a
+    // confused or lying master: besides the spool's numbering (which ignores it too), it would
+    // move next_to_send past every batch to come, and none would be sent.
+    if (sequence >= spool->next_sequence()) {
+      if (!ignored_acks++)
+        spdlog::warn("{} acknowledged batch {}, beyond the last one this agent numbered ({}); ignoring it "
+                     "(and any further such acknowledgement, logged only once)",
+                     link->destination(), sequence, spool->next_sequence() - 1);
+      return;
+    }
     std::uint64_t before = spool->stats().batches;
     spool->acknowledge(sequence);
     std::uint64_t after = spool->stats().batches;

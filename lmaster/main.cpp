@@ -1,10 +1,12 @@
 // lmaster: the fructosa master.
 #include <curl/curl.h>
 
+#include <fstream>
 #include <iostream>
 
 #include "command_line.h"
 #include "config.h"
+#include "agent_identity.h"
 #include "curve.h"
 #include "daemon.h"
 #include "logging.h"
@@ -19,7 +21,7 @@ namespace {
 
 const char* kUsage = R"(Usage:
   lmaster start|stop|status|restart|reload|run|check [-c FILE] [-p PIDFILE]
-  lmaster keygen [--out DIR] [--name NAME] [--force]
+  lmaster keygen [--out DIR] [--name NAME] [--hosts PATTERNS] [--force]
   lmaster ctl interval SENSOR SECONDS [--for SECONDS] [--host HOST]... [-c FILE]
 
 Commands:
@@ -31,7 +33,8 @@ Commands:
   run       run in the foreground, logging to stderr (for systemd and debugging)
   check     check the configuration: print its warnings, exit 0 when it is usable, 78 when not
   keygen    write a CURVE key pair: DIR/NAME.key (secret, mode 0600) and DIR/NAME.pub
-            (public, 0644); one for lmaster, one per agent (docs/security.md)
+            (public, 0644); one for lmaster, one per agent (docs/security.md). An agent's
+            key speaks for the host NAME only, or for those --hosts matches
   ctl       tell the running lmaster's agents (--host, or all) to read SENSOR every
             SECONDS for --for seconds (default 60), then at their configured interval
 
@@ -44,8 +47,17 @@ int keygen(const std::vector<std::string>& words, const po::variables_map& args)
   }
   try {
     curve::require("lmaster keygen");
+    std::optional<master::KeyHosts> hosts;  // checked before anything is written
+    if (args.count("hosts")) hosts = master::KeyHosts{"", master::parse_host_patterns(args["hosts"].as<std::string>())};
     auto files = curve::write_key_pair(args["out"].as<std::string>(), args["name"].as<std::string>(),
                                        curve::generate(), args.count("force") > 0);
+    if (hosts) {
+      std::ofstream pub(files.public_path, std::ios::app);
+      pub << "# The hosts this key may send as (shell patterns); without this line, " << args["name"].as<std::string>()
+          << " only.\n"
+          << master::describe_hosts(*hosts) << "\n";
+      if (!pub.flush()) throw std::runtime_error("cannot write " + files.public_path);
+    }
     std::cout << "wrote " << files.secret_path << " (key pair, secret: keep it on its own host, mode 0600)\n"
               << "wrote " << files.public_path << " (public key: into lmaster's curve_allowed_keys_dir for an "
               << "agent; every agent's curve_server_public_key_file for lmaster)\n";
@@ -82,6 +94,9 @@ int main(int argc, char** argv) {
   visible.add_options()
       ("out", po::value<std::string>()->default_value("."), "keygen: directory to write the key files to")
       ("name", po::value<std::string>()->default_value("lmaster"), "keygen: NAME of NAME.key and NAME.pub")
+      ("hosts", po::value<std::string>(), "keygen: the hosts an agent's key may send as, as shell patterns "
+                                          "(\"node[0-9][0-9], gpu*\"), for a key shared by a group of nodes; "
+                                          "written into NAME.pub as `hosts = ...`")
       ("force", "keygen: replace existing key files")
       ("for", po::value<double>()->default_value(60), "ctl: seconds the new interval lasts")
       ("host", po::value<std::vector<std::string>>(), "ctl: an agent to ask (repeatable; default: every one)");

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "agent_identity.h"
 #include "agent_registry.h"
 #include "codec.h"
 #include "logging.h"
@@ -53,7 +54,10 @@ std::string short_hostname() {
 
 struct Peer {
   std::string address;  // tcp peer address, for log lines
-  std::string host;     // from Hello; empty until then
+  std::string host;     // from Hello; empty until then (and after a refused one)
+  std::string key;      // CURVE: the name of the key it was let in with; empty without CURVE
+  HelloRefusal refusal;  // set while its last hello is refused (agent_identity.h)
+  Clock::time_point first_seen;
   std::uint64_t session = 0;
   MasterDictionary dictionary;
   Clock::time_point last_seen;
@@ -84,6 +88,7 @@ class Master {
     zmq::socket_t router(context, zmq::socket_type::router);
     if (curve) curve->secure(router);
     curve_ = curve.get();
+    if (curve_) admission_.check_keys_with([this](const std::string& name) { return curve_->key_hosts(name); });
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMessageBytes));
     router.set(zmq::sockopt::linger, 1000);  // let the last acks leave
     std::string endpoints = bind_router(router, config_);
@@ -150,6 +155,7 @@ class Master {
       if (Clock::now() >= next_housekeeping) {
         trim_journal();
         forget_silent_peers();
+        admission_.flush_log();
         registry_->check(wall_clock_ns());
         registry_->save(wall_clock_ns());
         next_housekeeping = Clock::now() + std::chrono::seconds(1);
@@ -382,7 +388,11 @@ class Master {
   void forget_silent_peers() {
     auto now = Clock::now();
     for (auto it = peers_.begin(); it != peers_.end();) {
-      if (now - it->second.last_seen > kForgetPeerAfter) {
+      // A connection that never said hello holds no agent's state: it goes within seconds.
+      const Peer& peer = it->second;
+      if (peer.host.empty() && !peer.refusal && now - peer.first_seen > AgentAdmission::kForgetHellolessPeerAfter) {
+        it = peers_.erase(it);
+      } else if (now - peer.last_seen > kForgetPeerAfter) {
         spdlog::info("forgetting agent {} ({}): silent for {} minutes", it->second.host, it->second.address,
                      std::chrono::duration_cast<std::chrono::minutes>(kForgetPeerAfter).count());
         it = peers_.erase(it);
@@ -416,6 +426,11 @@ class Master {
     peer.last_resync = now;
   }
 
+  // A resync with the reason, which the agent logs and answers by sending everything again.
+  void tell_refused(zmq::socket_t& router, const std::string& identity, Peer& peer) {
+    if (peer.refusal.tell_now()) send(router, identity, encode_resync(peer.refusal.reason));
+  }
+
   // Receives one [identity, payload] message; false when nothing was waiting.
   bool receive(zmq::socket_t& router) {
     zmq::message_t identity_frame, payload;
@@ -428,16 +443,21 @@ class Master {
       payload.swap(extra);
     }
     std::string identity(static_cast<const char*>(identity_frame.data()), identity_frame.size());
-    Peer& peer = peers_[identity];
-    peer.last_seen = Clock::now();
-    if (peer.address.empty()) {
-      const char* address = nullptr;
-      try {
-        address = payload.gets("Peer-Address");
-      } catch (const zmq::error_t&) {
-      }
-      peer.address = address ? address : "unknown peer";
+    auto found = peers_.find(identity);
+    if (found == peers_.end() && peers_.size() >= AgentAdmission::kMaxPeers) {
+      admission_.refuse_peer_over_limit(peer_address_of(payload));
+      return true;
     }
+    Peer& peer = found != peers_.end() ? found->second : peers_[identity];
+    // A routing id seen again with another CURVE key is another connection (a client may choose
+    // its routing id): nothing of the one before carries over.
+    if (std::string_view key = key_name_of(payload); peer.address.empty() || key != peer.key) {
+      peer = Peer{};
+      peer.address = peer_address_of(payload);
+      peer.key = key;
+      peer.first_seen = Clock::now();
+    }
+    peer.last_seen = Clock::now();
     Message message;
     try {
       message = decode(payload.data(), payload.size());
@@ -474,8 +494,16 @@ class Master {
   }
 
   void handle(zmq::socket_t& router, const std::string& identity, Peer& peer, Message& message) {
+    if (peer.refusal && message.type != MessageType::hello) return tell_refused(router, identity, peer);
     switch (message.type) {
       case MessageType::hello:
+        if (auto refusal = admission_.refuse_hello(peer.key, message.host, peer.address)) {
+          peer.host.clear();
+          peer.dictionary.clear();
+          peer.refusal.reason = std::move(*refusal);
+          return tell_refused(router, identity, peer);
+        }
+        peer.refusal.reason.clear();
         if (peer.host.empty() || peer.host != message.host || peer.session != message.session)
           spdlog::info("agent {} (session {:016x}, lagent {}) connected from {}", message.host, message.session,
                        message.agent_version, peer.address);
@@ -574,6 +602,7 @@ class Master {
   std::map<std::string, Peer> peers_;
   std::unique_ptr<AgentRegistry> registry_;  // every agent ever heard, up or down
   ZapHandler* curve_ = nullptr;               // null unless [lmaster] curve = true
+  AgentAdmission admission_;                  // which hellos and new connections are let in
   std::unique_ptr<MetricsEndpoint> metrics_;  // null unless [lmaster] metrics_listen
   SequenceMarks last_sequence_;  // committed; rebuilt from the journal at start
 };

@@ -14,13 +14,16 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "agent_identity.h"
 #include "curve.h"
 #include "handshake_failures.h"
 #include "master_config.h"
+#include "refusal_log.h"
 
 namespace fructosa::master {
 namespace {
@@ -30,10 +33,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";  // fixed by RFC 27
 constexpr const char* kMonitorEndpoint = "inproc://fructosa-curve-monitor";
-// The allow-list directory is looked at again at most this often while only known keys come.
+// The allow-list directory is listed at most this often, whatever comes: known keys, and unknown
+// ones (which anyone who can reach the port can make up by the thousand).
 constexpr auto kRescanEvery = std::chrono::seconds(1);
-// A refusal of the same kind from the same address is logged at most this often.
-constexpr auto kLogEvery = std::chrono::seconds(60);
 // A ZAP request has 7 frames for CURVE; anything much longer is not from libzmq.
 constexpr std::size_t kMaxZapFrames = 16;
 
@@ -84,77 +86,39 @@ std::string describe_protocol_error(std::uint32_t code) {
   }
 }
 
-// Refusals, logged at once the first time and then at most once per kLogEvery for the same
-// host and reason, with the count of those held back.
-class RefusalLog {
- public:
-  void refuse(const std::string& host, const std::string& reason, std::string line) {
-    auto now = Clock::now();
-    auto& entry = entries_[host + '\n' + reason];
-    if (entry.logged == Clock::time_point{} || now - entry.logged >= kLogEvery) {
-      spdlog::warn("{}", line);
-      entry.logged = now;
-      entry.held_back = 0;
-    } else {
-      ++entry.held_back;
-      entry.last_line = std::move(line);
-    }
-  }
-
-  // Logs what was held back for a whole kLogEvery and forgets quiet entries; returns when it
-  // needs to be called again.
-  std::optional<Clock::time_point> flush() {
-    auto now = Clock::now();
-    std::optional<Clock::time_point> next;
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      auto& entry = it->second;
-      if (now - entry.logged >= kLogEvery) {
-        if (entry.held_back == 0) {
-          it = entries_.erase(it);
-          continue;
-        }
-        spdlog::warn("{} ({} more such refusals in the last {} s)", entry.last_line, entry.held_back,
-                     std::chrono::duration_cast<std::chrono::seconds>(kLogEvery).count());
-        entry.logged = now;
-        entry.held_back = 0;
-      }
-      auto due = entry.logged + kLogEvery;
-      if (!next || due < *next) next = due;
-      ++it;
-    }
-    return next;
-  }
-
- private:
-  struct Entry {
-    Clock::time_point logged;
-    std::uint64_t held_back = 0;
-    std::string last_line;
-  };
-  std::map<std::string, Entry> entries_;
-};
-
 // The public keys in the allow-list directory, read again when its listing (names, sizes,
-// modification times) changes: looked at for every unknown key, and at most once a second for
-// known ones (so that a removed key is noticed at its next connection).
+// modification times) changes. The listing is looked at for every key that asks to be let in
+// and for every hello lmaster checks (agent_identity.h), at most once per kRescanEvery: a key
+// removed is noticed at its next connection, one added counts at most a second later (lagent
+// tries again by itself after a refusal).
 class AllowList {
  public:
   explicit AllowList(std::string directory) : directory_(std::move(directory)) {}
 
   const std::string& directory() const { return directory_; }
 
-  // The file a key came from, or nothing. An unknown key always looks at the listing again,
-  // so a .pub file copied in a moment ago counts (a refused client may not retry: libzmq 4.3).
-  std::optional<std::string> find(const std::string& key) {
+  struct Entry {
+    std::string file;  // NAME.pub
+    KeyHosts hosts;
+  };
+
+  // The allow-list entry of a Z85 public key, or nothing.
+  std::optional<Entry> find(const std::string& key) {
     refresh();
     auto it = keys_.find(key);
-    if (it == keys_.end()) {
-      refresh(true);
-      it = keys_.find(key);
-    }
     if (it == keys_.end()) return std::nullopt;
     return it->second;
   }
+
+  // What the key named `name` (its .pub file's stem) speaks for, or nothing when it is not allowed.
+  std::optional<KeyHosts> find_name(const std::string& name) {
+    refresh();
+    for (const auto& [key, entry] : keys_)
+      if (entry.hosts.name == name) return entry.hosts;
+    return std::nullopt;
+  }
+
+  std::uint64_t scans() const { return scans_; }
 
   std::size_t size() const { return keys_.size(); }
 
@@ -162,6 +126,7 @@ class AllowList {
     auto now = Clock::now();
     if (!force && now - checked_ < kRescanEvery) return;
     checked_ = now;
+    ++scans_;
     std::error_code error;
     std::string listing;
     std::vector<fs::path> files;
@@ -197,7 +162,7 @@ class AllowList {
  private:
   void load(std::vector<fs::path> files) {
     std::sort(files.begin(), files.end());
-    std::map<std::string, std::string> keys;
+    std::map<std::string, Entry> keys;
     std::size_t skipped = 0;
     for (const auto& path : files) {
       std::string name = path.filename().string();
@@ -224,8 +189,16 @@ class AllowList {
                      "file instead, and keep secret keys on their own host)",
                      path.string());
       std::string key = file.public_key.empty() ? curve::public_key_of(file.secret_key) : file.public_key;
-      auto [it, added] = keys.emplace(key, name);
-      if (!added) spdlog::warn("CURVE allow-list: {} holds the same key as {}", path.string(), it->second);
+      Entry entry{name, {path.stem().string(), {}}};
+      try {
+        entry.hosts.patterns = read_host_patterns(path.string()).value_or(std::vector<std::string>{});
+      } catch (const std::exception& error) {
+        spdlog::error("CURVE allow-list: ignoring {}", error.what());
+        ++skipped;
+        continue;
+      }
+      auto [it, added] = keys.emplace(key, std::move(entry));
+      if (!added) spdlog::warn("CURVE allow-list: {} holds the same key as {}", path.string(), it->second.file);
     }
     keys_ = std::move(keys);
     spdlog::info("CURVE allow-list {}: {} agent key(s){}", directory_, keys_.size(),
@@ -233,9 +206,10 @@ class AllowList {
   }
 
   const std::string directory_;
-  std::map<std::string, std::string> keys_;  // Z85 public key -> file name
+  std::map<std::string, Entry> keys_;  // by Z85 public key
   std::string listing_;
   Clock::time_point checked_;
+  std::uint64_t scans_ = 0;
   bool failed_ = false;
 };
 
@@ -252,6 +226,7 @@ struct ZapHandler::State {
   zmq::context_t& context;
   const std::string public_key;
   const std::string secret_key;
+  std::mutex allowed_mutex;  // the handler's thread and lmaster's (key_hosts()) both read it
   AllowList allowed;
   RefusalLog refusals;
   zmq::socket_t zap;
@@ -323,22 +298,28 @@ struct ZapHandler::State {
     std::string mechanism = frame_text(frames[5]);
     if (mechanism != "CURVE" || frames.size() < 7) {
       ++rejected;
-      refusals.refuse(address, "mechanism " + mechanism,
+      refusals.refuse(address + "\nmechanism " + mechanism,
                       fmt::format("CURVE: refused a peer at {}: it does not use CURVE (ZMTP mechanism {})", address,
                                   mechanism));
       reply(frames[1], "400", "CURVE required", "");
       return;
     }
     std::string key = z85_of(frames[6]);
-    if (auto file = allowed.find(key)) {
+    std::optional<AllowList::Entry> entry;
+    {
+      std::lock_guard lock(allowed_mutex);
+      entry = allowed.find(key);
+    }
+    if (entry) {
       ++accepted;
-      spdlog::info("CURVE: agent at {} let in (key {} from {})", address, key, *file);
-      auto user = fs::path(*file).stem().string();
-      reply(frames[1], "200", "OK", user);
+      spdlog::info("CURVE: agent at {} let in (key {} from {})", address, key, entry->file);
+      // The User-Id of every message of this connection (agent_identity.h: what it may send as).
+      reply(frames[1], "200", "OK", entry->hosts.name);
       return;
     }
     ++rejected;
-    refusals.refuse(address, "key " + key,
+    // One line a minute per address, whatever the number of keys it tries.
+    refusals.refuse(address + "\nunknown key",
                     fmt::format("CURVE: refused an agent at {}: its public key {} is not in the allow-list {} "
                                 "(copy its .pub file there to let it in)",
                                 address, key, allowed.directory()));
@@ -397,7 +378,7 @@ struct ZapHandler::State {
       return;
     }
     std::string reason = describe_protocol_error(value);
-    refusals.refuse(host_of(peer), reason, fmt::format("CURVE: refused a peer at {}: {}", peer, reason));
+    refusals.refuse(host_of(peer) + '\n' + reason, fmt::format("CURVE: refused a peer at {}: {}", peer, reason));
   }
 };
 
@@ -450,7 +431,14 @@ void ZapHandler::secure(zmq::socket_t& server) {
 }
 
 CurveCounters ZapHandler::counters() const {
-  return {state_->accepted.load(), state_->rejected.load(), state_->failed_handshakes.load()};
+  std::lock_guard lock(state_->allowed_mutex);
+  return {state_->accepted.load(), state_->rejected.load(), state_->failed_handshakes.load(),
+          state_->allowed.scans()};
+}
+
+std::optional<KeyHosts> ZapHandler::key_hosts(const std::string& name) {
+  std::lock_guard lock(state_->allowed_mutex);
+  return state_->allowed.find_name(name);
 }
 
 std::unique_ptr<ZapHandler> start_curve(zmq::context_t& context, const MasterConfig& config) {

@@ -1,6 +1,6 @@
 """CURVE between lagent and lmaster (docs/security.md): `lmaster keygen`, an allow-listed agent
 delivers, an agent with an unknown key and an agent without CURVE deliver nothing and are logged
-with their address."""
+with their address; a key speaks only for the hosts it covers (its name, or its `hosts =` line)."""
 import os
 import re
 import shutil
@@ -38,6 +38,14 @@ class CurveTest(FructosaTestCase):
                             f"[lagent]\nhost = {name}\nspool_dir = {self.path('spool-' + name)}\n"
                             "[sensor:VirtualMemory]\ntime_interval = 0.2\n")
         return self.spawn(name, [LAGENT, "run", "-c", config, "-p", self.path(f"{name}.pid")])
+
+    def start_curve_master(self):
+        config = self.master_conf("curve = true\ncurve_secret_key_file = keys/lmaster.key\n"
+                                  "curve_allowed_keys_dir = agents\n")
+        master = self.spawn("lmaster", [LMASTER, "run", "-c", config, "-p", self.path("lmaster.pid")])
+        self.port = wait_for(lambda: self.listening_port(self.path("lmaster.err")) or self.exited(master),
+                             what="lmaster to listen")
+        return master
 
     def test_keygen_writes_a_key_pair_with_its_modes(self):
         old_umask = os.umask(0o077)  # .pub stays world-readable whatever the umask
@@ -136,6 +144,54 @@ class CurveTest(FructosaTestCase):
         self.assertIn("accepted this agent", read_text(self.path("late.err")))
         self.assertEqual(self.stop(agent), 0)
         self.assertEqual(self.stop(master), 0)
+
+    def test_a_key_speaks_only_for_the_hosts_it_covers(self):
+        for name in ("lmaster", "node01"):
+            self.assertEqual(self.keygen(name).returncode, 0)
+        # A key shared by a group of nodes names them in its .pub file.
+        result = self.keygen("rack1", "--hosts", "node0*")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("\nhosts = node0*\n", read_text(self.path("keys/rack1.pub")))
+        self.assertNotIn("hosts", read_text(self.path("keys/rack1.key")))
+        os.mkdir(self.path("agents"))
+        for name in ("node01", "rack1"):
+            shutil.copy(self.path(f"keys/{name}.pub"), self.path(f"agents/{name}.pub"))
+        master = self.start_curve_master()
+
+        # node02 holds node01's key; node01 and node05 are who their keys say; gpu1 is not node0*.
+        server = "curve_server_public_key_file = keys/lmaster.pub\n"
+        agents = {name: self.start_agent(name, server + f"curve_secret_key_file = keys/{key}.key\n")
+                  for name, key in (("node02", "node01"), ("node01", "node01"), ("node05", "rack1"),
+                                    ("gpu1", "rack1"))}
+        log = lambda: read_text(self.path("lmaster.err"))
+        out = lambda: read_text(self.path("lmaster.out"))
+        wait_for(lambda: (samples_of(out(), "node01") >= 10 and samples_of(out(), "node05") >= 10)
+                 or any(agent.poll() is not None for agent in agents.values()), timeout=60,
+                 what="10 samples from each agent its key covers")
+        wait_for(lambda: "refused a hello from 127.0.0.1 as host node02: its CURVE key node01 speaks for host node01 "
+                         "only" in log() and "as host gpu1: its CURVE key rack1 speaks for hosts = node0* only" in log(),
+                 what="the refusals in lmaster's log")
+        # The refused agents are told why (and keep their readings for later).
+        for name, why in (("node02", "its CURVE key node01 speaks for host node01 only"),
+                          ("gpu1", "its CURVE key rack1 speaks for hosts = node0* only")):
+            wait_for(lambda: f"lmaster refuses this agent as host {name}: {why}" in read_text(self.path(f"{name}.err")),
+                     what=f"{name}'s own log line")
+        # They started with the others: had lmaster taken their batches, their samples would be here.
+        self.assertEqual(samples_of(out(), "node02"), 0)
+        self.assertEqual(samples_of(out(), "gpu1"), 0)
+        # Nor did they take node01's place: no second connection line for node01, and lmaster's own
+        # sensor knows the accepted agents only.
+        self.assertEqual(log().count("agent node01 (session"), 1, log())
+        self.assertNotIn("agent node02 (session", log())
+        self.assertNotIn("agent gpu1 (session", log())
+        # A refused agent retrying is logged once a minute, not at every try.
+        self.assertEqual(log().count("as host node02:"), 1, log())
+
+        for agent in agents.values():
+            self.assertEqual(self.stop(agent), 0)
+        self.assertEqual(self.stop(master), 0, log())
+        self.assertEqual(samples_of(out(), "node02") + samples_of(out(), "gpu1"), 0)
+        self.assertNotIn(".node02.", out())
 
     def test_unusable_keys_are_configuration_errors_naming_file_and_key(self):
         self.assertEqual(self.keygen("lmaster").returncode, 0)

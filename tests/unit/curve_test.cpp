@@ -365,20 +365,142 @@ TEST(ZapHandler, LetsInOnlyAllowedKeysAndLogsTheOthersWithTheirAddress) {
   }
 
   // A key added to the directory counts from the next look at it (at most a second later),
-  // without a restart. (A fresh client: libzmq 4.3 does not always retry after a refusal.)
+  // without a restart. (Fresh clients: libzmq 4.3 does not always retry after a refusal.)
   write_text(dir.file("agents/stranger.pub"), "public-key = " + stranger.public_key + "\n");
-  {
+  std::vector<std::string> received;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+       received.empty() && std::chrono::steady_clock::now() < deadline;) {
     Client late(context, endpoint, server.public_key, &stranger);
-    EXPECT_EQ(receive(router, 20000), std::vector<std::string>{"hello"});
+    received = receive(router, 500);
   }
+  EXPECT_EQ(received, std::vector<std::string>{"hello"});
   EXPECT_NE(log.text().find("CURVE allow-list " + dir.file("agents") + ": 2 agent key(s) (1 file(s) ignored)"),
             std::string::npos)
       << log.text();
   auto counters = handler->counters();
   EXPECT_EQ(counters.accepted, 2u);
   EXPECT_GE(counters.rejected, 1u);
+  // One line for the stranger's refusals, however many there were in that minute.
+  auto text = log.text();
+  std::size_t lines = 0;
+  for (auto at = text.find("its public key " + stranger.public_key); at != std::string::npos;
+       at = text.find("its public key " + stranger.public_key, at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << text;
 
   // The handler stops before the context ends; the ROUTER was made after it and goes first.
+  router.close();
+  handler.reset();
+}
+
+namespace {
+
+// The routing id frame, then the payload and the name of the key its connection was let in with.
+std::pair<std::string, std::string> receive_with_key(zmq::socket_t& router, int timeout_ms) {
+  zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) <= 0) return {};
+  zmq::message_t identity, payload;
+  (void)router.recv(identity);
+  (void)router.recv(payload);
+  return {payload.to_string(), std::string(master::key_name_of(payload))};
+}
+
+}  // namespace
+
+TEST(ZapHandler, NamesTheKeyOfEveryMessageAndWhatItSpeaksFor) {
+  TempDir dir;
+  LogCapture log;
+  auto server = curve::generate();
+  auto node = curve::generate();
+  auto group = curve::generate();
+  std::filesystem::create_directory(dir.file("agents"));
+  write_text(dir.file("agents/node01.pub"), "public-key = " + node.public_key + "\n");
+  write_text(dir.file("agents/rack1.pub"), "public-key = " + group.public_key + "\nhosts = node0*, gpu[12]\n");
+  write_text(dir.file("agents/bad.pub"), "public-key = " + curve::generate().public_key + "\nhosts = a b\n");
+
+  zmq::context_t context(1);
+  auto handler =
+      std::make_unique<master::ZapHandler>(context, dir.file("agents"), server.public_key, server.secret_key);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  handler->secure(router);
+  router.bind("tcp://127.0.0.1:*");
+  std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+  // A .pub file with a bad `hosts =` line is skipped like one with a bad key.
+  EXPECT_NE(log.text().find("CURVE allow-list: ignoring " + dir.file("agents/bad.pub") +
+                            ":2: hosts: 'a b' is not one host pattern"),
+            std::string::npos)
+      << log.text();
+  EXPECT_NE(log.text().find("2 agent key(s) (1 file(s) ignored)"), std::string::npos) << log.text();
+
+  {
+    Client first(context, endpoint, server.public_key, &node);
+    EXPECT_EQ(receive_with_key(router, 20000), (std::pair<std::string, std::string>{"hello", "node01"}));
+  }
+  {
+    Client second(context, endpoint, server.public_key, &group);
+    EXPECT_EQ(receive_with_key(router, 20000), (std::pair<std::string, std::string>{"hello", "rack1"}));
+  }
+  auto node_hosts = handler->key_hosts("node01");
+  ASSERT_TRUE(node_hosts);
+  EXPECT_EQ(node_hosts->name, "node01");
+  EXPECT_TRUE(node_hosts->patterns.empty());
+  auto group_hosts = handler->key_hosts("rack1");
+  ASSERT_TRUE(group_hosts);
+  EXPECT_EQ(group_hosts->patterns, (std::vector<std::string>{"node0*", "gpu[12]"}));
+  EXPECT_FALSE(handler->key_hosts("bad"));
+  EXPECT_FALSE(handler->key_hosts("nobody"));
+
+  // Without CURVE a message names no key.
+  zmq::socket_t plain_router(context, zmq::socket_type::router);
+  plain_router.set(zmq::sockopt::linger, 0);
+  plain_router.bind("tcp://127.0.0.1:*");
+  {
+    Client plain(context, plain_router.get(zmq::sockopt::last_endpoint), "", nullptr);
+    EXPECT_EQ(receive_with_key(plain_router, 20000), (std::pair<std::string, std::string>{"hello", ""}));
+  }
+  plain_router.close();
+  router.close();
+  handler.reset();
+}
+
+TEST(ZapHandler, UnknownKeysListTheAllowListDirectoryAtMostOnceASecond) {
+  TempDir dir;
+  LogCapture log;
+  auto server = curve::generate();
+  std::filesystem::create_directory(dir.file("agents"));
+  zmq::context_t context(1);
+  auto handler =
+      std::make_unique<master::ZapHandler>(context, dir.file("agents"), server.public_key, server.secret_key);
+  zmq::socket_t router(context, zmq::socket_type::router);
+  router.set(zmq::sockopt::linger, 0);
+  handler->secure(router);
+  router.bind("tcp://127.0.0.1:*");
+  std::string endpoint = router.get(zmq::sockopt::last_endpoint);
+
+  const std::uint64_t strangers = 30;
+  auto scans_before = handler->counters().allow_list_scans;
+  auto start = std::chrono::steady_clock::now();
+  {
+    std::vector<curve::KeyPair> keys;
+    std::vector<std::unique_ptr<Client>> clients;
+    for (std::uint64_t i = 0; i < strangers; ++i) keys.push_back(curve::generate());
+    for (const auto& key : keys)
+      clients.push_back(std::make_unique<Client>(context, endpoint, server.public_key, &key));
+    ASSERT_TRUE(wait_until([&] { return handler->counters().rejected >= strangers; }));
+  }
+  auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto scans = handler->counters().allow_list_scans - scans_before;
+  // Once a second at most (each unknown key listed the directory again before).
+  EXPECT_LE(scans, static_cast<std::uint64_t>(elapsed) + 1) << elapsed << " s";
+  EXPECT_TRUE(receive(router, 0).empty());
+  // And one log line for all of them: they came from one address.
+  auto text = log.text();
+  std::size_t lines = 0;
+  for (auto at = text.find("CURVE: refused an agent at 127.0.0.1"); at != std::string::npos;
+       at = text.find("CURVE: refused an agent at 127.0.0.1", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, 1u) << text;
   router.close();
   handler.reset();
 }
