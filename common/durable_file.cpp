@@ -1,11 +1,13 @@
 #include "durable_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace fructosa {
 
@@ -16,6 +18,24 @@ void sync_directory(const std::filesystem::path& directory) {
   int saved = errno;
   ::close(fd);
   if (result != 0) throw DurabilityError(fmt::format("cannot sync directory {}: {}", directory.string(), std::strerror(saved)));
+}
+
+void create_directories_durably(const std::filesystem::path& directory, unsigned mode) {
+  // The components that do not exist yet, shallowest first.
+  std::vector<std::filesystem::path> missing;
+  std::error_code error;
+  for (auto path = directory.lexically_normal(); !path.empty() && !std::filesystem::exists(path, error);
+       path = path.parent_path()) {
+    missing.insert(missing.begin(), path);
+    if (path == path.parent_path()) break;
+  }
+  for (const auto& path : missing) {
+    if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST)
+      throw DurabilityError(fmt::format("cannot create directory {}: {}", path.string(), std::strerror(errno)));
+    sync_directory(path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path());
+  }
+  if (!std::filesystem::is_directory(directory, error))
+    throw DurabilityError(fmt::format("{} is not a directory", directory.string()));
 }
 
 void sync_file(int fd, const std::filesystem::path& path) {

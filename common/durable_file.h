@@ -22,6 +22,12 @@ void write_file_durably(const std::filesystem::path& path, const std::string& te
 // Throws DurabilityError naming the directory.
 void sync_directory(const std::filesystem::path& directory);
 
+// std::filesystem::create_directories, and then an fsync of the parent of every directory it
+// made (and of the deepest one), so that a power cut cannot take the directory, and the files
+// later made durable in it, away. `mode` for the new directories (before the umask).
+// Throws DurabilityError naming the directory.
+void create_directories_durably(const std::filesystem::path& directory, unsigned mode = 0750);
+
 // fdatasync(2) of `fd` (named `path` in the error). Throws DurabilityError.
 void sync_file(int fd, const std::filesystem::path& path);
 

@@ -45,9 +45,11 @@ bool AgentSpool::held_here(const std::filesystem::path& directory) {
 
 AgentSpool::AgentSpool(std::filesystem::path directory, std::uint64_t max_bytes)
     : directory_(std::move(directory)), max_bytes_(max_bytes) {
-  std::error_code error;
-  std::filesystem::create_directories(directory_, error);
-  if (error) throw SpoolError(fmt::format("cannot create spool_dir {}: {}", directory_.string(), error.message()));
+  try {
+    create_directories_durably(directory_);
+  } catch (const DurabilityError& failure) {
+    throw SpoolError(fmt::format("spool_dir: {}", failure.what()));
+  }
   try {
     take_lock();
     convert_legacy_segments();

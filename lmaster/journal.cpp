@@ -133,9 +133,11 @@ std::vector<Sample> decode_samples(std::string_view payload) {
 
 Journal::Journal(std::filesystem::path directory, std::uint64_t max_bytes)
     : directory_(std::move(directory)), max_bytes_(max_bytes) {
-  std::error_code error;
-  std::filesystem::create_directories(directory_, error);
-  if (error) throw JournalError(fmt::format("cannot create the journal directory {}: {}", directory_.string(), error.message()));
+  try {
+    create_directories_durably(directory_);
+  } catch (const DurabilityError& failure) {
+    throw JournalError(fmt::format("the journal directory: {}", failure.what()));
+  }
   load_sessions();
   try {
     log_ = std::make_unique<SegmentLog>(
@@ -147,6 +149,7 @@ Journal::Journal(std::filesystem::path directory, std::uint64_t max_bytes)
   recover_marks();
   next_id_ = std::max({next_id_, log_->next_id(), std::uint64_t{1}});
   committed_id_ = next_id_ - 1;
+  std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
     auto name = entry.path().filename().string();
     if (!name.ends_with(kPositionSuffix)) continue;

@@ -16,6 +16,7 @@
 #include "agent_identity.h"
 #include "agent_registry.h"
 #include "codec.h"
+#include "durable_file.h"
 #include "logging.h"
 #include "master_catalog.h"
 #include "own_metrics.h"
@@ -174,8 +175,7 @@ class Master {
 
  private:
   void open_outputs() {
-    std::error_code ignored;
-    std::filesystem::create_directories(config_.data_dir, ignored);
+    create_directories_durably(config_.data_dir);
     registry_ = std::make_unique<AgentRegistry>((std::filesystem::path(config_.data_dir) / "agents.json").string(),
                                                 config_.agent_timeout);
     registry_->load();

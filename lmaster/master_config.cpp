@@ -11,6 +11,7 @@
 
 #include "curve.h"
 #include "daemon.h"
+#include "durable_file.h"
 #include "localhost_name.h"
 #include "logging.h"
 #include "metrics_exposition.h"
@@ -43,9 +44,7 @@ const OutputKind kOutputKinds[] = {
      [](const Options& options, const MetricInfoStore& infos) -> std::unique_ptr<Output> {
        // A fresh install has no data directory yet: make it, as systemd's StateDirectory would.
        auto directory = std::filesystem::path(options.get_text("path")).parent_path();
-       std::error_code error;
-       if (!directory.empty() && !std::filesystem::create_directories(directory, error) && error)
-         throw std::runtime_error(fmt::format("cannot create {}: {}", directory.string(), error.message()));
+       if (!directory.empty()) create_directories_durably(directory);
        return std::make_unique<Hdf5Output>(options, infos);
      }},
     {"Graphite", &graphite_options, &make_graphite_output},

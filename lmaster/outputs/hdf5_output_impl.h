@@ -261,6 +261,7 @@ struct Hdf5Output::Impl {
   void take_lock();
   void move_away_regular_file();
   void compact_left_over_files();
+  void move_aside_damaged(const std::filesystem::path& path, const std::string& why);
   bool already_stored(const hdf5::Table& table, const Sample& sample);
   void remember_stored_rows(const std::string& path);
   void remember_table_rows(const std::string& path, hid_t table, const std::string& where,

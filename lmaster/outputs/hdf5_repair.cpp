@@ -18,6 +18,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "durable_file.h"
+
 namespace fructosa::master {
 
 using namespace hdf5;
@@ -84,9 +86,14 @@ void Hdf5Output::Impl::compact_left_over_files() {
       continue;
     }
     if (!series.is_member(name)) continue;
-    members.push_back(entry.path());
     auto flags = superblock_flags(entry.path());
-    if (flags && *flags != 0) left_open.push_back(entry.path());
+    if (!flags) {
+      move_aside_damaged(entry.path(), "it does not start as an HDF5 file (after a power cut: its first "
+                                       "blocks never reached the disk)");
+      continue;
+    }
+    members.push_back(entry.path());
+    if (*flags != 0) left_open.push_back(entry.path());
   }
   for (auto* files : {&interrupted, &left_open}) {
     std::sort(files->begin(), files->end());
@@ -103,10 +110,9 @@ void Hdf5Output::Impl::compact_left_over_files() {
           "complete flush) in {:.1f} s",
           path.string(), done.bytes_before, done.bytes_after, done.tables_cut, done.seconds);
     } catch (const std::exception& failure) {
-      spdlog::error(
-          "hdf5: {} was left open by a writer that stopped and cannot be repaired: "
-          "{} (SWMR readers can read it; `h5clear -s FILE` lets other readers open it)",
-          path.string(), failure.what());
+      move_aside_damaged(path, fmt::format("it was left open by a writer that stopped and cannot be repaired: {}",
+                                           failure.what()));
+      members.erase(std::remove(members.begin(), members.end(), path), members.end());
     }
   }
   for (const auto& path : interrupted) compact_and_log(path.string());
@@ -118,6 +124,30 @@ void Hdf5Output::Impl::compact_left_over_files() {
       left_open.push_back(members.back());
     for (const auto& path : left_open) remember_stored_rows(path.string());
   }
+}
+
+// A file of the series that cannot be read leaves the series (readers of the series would fail on
+// it), kept beside it for inspection. Its rows that the journal still holds are written again.
+void Hdf5Output::Impl::move_aside_damaged(const fs::path& path, const std::string& why) {
+  fs::path aside = path;
+  aside += ".damaged";
+  std::error_code error;
+  for (int n = 1; fs::exists(aside, error); ++n) {
+    aside = path;
+    aside += fmt::format(".damaged.{}", n);
+  }
+  fs::rename(path, aside, error);
+  if (error) {
+    spdlog::error("hdf5: {}: {}; cannot move it aside: {}", path.string(), why, error.message());
+    return;
+  }
+  try {
+    sync_directory(path.parent_path());
+  } catch (const std::exception& failure) {
+    spdlog::error("hdf5: {}", failure.what());
+  }
+  spdlog::error("hdf5: {}: {}; moved aside as {} (the rows lmaster's journal still has are written again)",
+                path.string(), why, aside.string());
 }
 
 bool Hdf5Output::Impl::already_stored(const Table& table, const Sample& sample) {
