@@ -66,6 +66,25 @@ AgentSpool::AgentSpool(std::filesystem::path directory, std::uint64_t max_bytes)
   }
 }
 
+AgentSpool::AgentSpool(MemoryOnly, std::filesystem::path directory, std::uint64_t max_bytes)
+    : directory_(std::move(directory)), max_bytes_(max_bytes) {
+  std::random_device random;
+  do session_ = (std::uint64_t{random()} << 32) | random();
+  while (session_ == 0);
+}
+
+std::unique_ptr<AgentSpool> AgentSpool::open(const std::filesystem::path& directory, std::uint64_t max_bytes) {
+  try {
+    return std::make_unique<AgentSpool>(directory, max_bytes);
+  } catch (const SpoolError& error) {
+    if (std::string_view(error.what()).find("in use by another lagent") != std::string_view::npos) throw;
+    spdlog::error("{}: the spool is in memory only until a reload or restart finds spool_dir usable (at most {} "
+                  "bytes; what lmaster has not acknowledged is lost if lagent stops)",
+                  error.what(), std::min(max_bytes, kMaxMemoryBytes));
+    return std::unique_ptr<AgentSpool>(new AgentSpool(MemoryOnly{}, directory, max_bytes));
+  }
+}
+
 void AgentSpool::release() {
   log_.reset();
   if (acked_fd_ >= 0) ::close(acked_fd_);
@@ -83,12 +102,15 @@ AgentSpool::~AgentSpool() {
   // A clean stop: everything on disk, and the next start continues right after the last number
   // used (no reserved numbers skipped).
   try {
-    sync();
+    if (log_) sync();
     if (reserved_fd_ >= 0 && reserved_ != next_sequence_ - 1) reserve(next_sequence_ - 1);
   } catch (const SpoolError& error) {
     spdlog::error("{}", error.what());
   }
   if (acked_fd_ >= 0) sync_acked();  // a clean stop leaves nothing to resend twice
+  if (!memory_.empty())
+    spdlog::error("spool {}: {} batch(es) that only memory held are lost with this stop", directory_.string(),
+                  memory_.size());
   release();
 }
 
@@ -235,8 +257,12 @@ void AgentSpool::recover_state() {
 }
 
 std::uint64_t AgentSpool::next_kept(std::uint64_t sequence) const {
-  auto place = log_->find(std::max(acked_ + 1, sequence));
-  return place ? place->id : next_sequence_;
+  const std::uint64_t from = std::max(acked_ + 1, sequence);
+  std::uint64_t found = next_sequence_;
+  if (log_)
+    if (auto place = log_->find(from)) found = place->id;
+  if (auto kept = memory_.lower_bound(from); kept != memory_.end()) found = std::min(found, kept->first);
+  return found;
 }
 
 void AgentSpool::write_acked() {
@@ -255,6 +281,7 @@ bool AgentSpool::sync_acked() {
 // Before a segment goes, `acked` must cover it on disk: otherwise a power cut could bring back
 // an `acked` older than the batches removed, and their numbers would be handed out again.
 void AgentSpool::remove_acknowledged_segments() {
+  if (!log_) return;
   bool synced = false;
   while (log_->segment_count() > 1 && log_->front().last_id <= acked_) {
     if (!synced && !sync_acked()) return;
@@ -293,11 +320,36 @@ std::uint64_t AgentSpool::append(const std::vector<Sample>& samples) {
                  directory_.string(), samples.size(), record_bytes, max_bytes_);
     return 0;
   }
+  if (log_) {
+    try {
+      append_to_disk(record_bytes, samples.size());
+      if (disk_failing_)
+        spdlog::warn("spool {}: writing to the disk again; {} batch(es) were kept in memory meanwhile",
+                     directory_.string(), episode_batches_);
+      disk_failing_ = false;
+      highest_made_ = next_sequence_;
+      return next_sequence_++;
+    } catch (const SpoolError& error) {
+      if (!disk_failing_)
+        spdlog::error("{}: batches are kept in memory until the disk takes them again (at most {} bytes; what "
+                      "lmaster has not acknowledged is lost if lagent stops)",
+                      error.what(), std::min(max_bytes_, kMaxMemoryBytes));
+      if (!disk_failing_) episode_batches_ = 0;
+      disk_failing_ = true;
+    }
+  }
+  keep_in_memory(samples.size());
+  ++episode_batches_;
+  highest_made_ = next_sequence_;
+  return next_sequence_++;
+}
+
+void AgentSpool::append_to_disk(std::uint64_t record_bytes, std::size_t samples) {
   while (log_->bytes() + record_bytes > max_bytes_ && log_->segment_count() > 0) drop_oldest_segment();
   remove_acknowledged_segments();
   if (next_sequence_ > reserved_) reserve(next_sequence_ + kReservedBatches - 1);
   try {
-    log_->append(next_sequence_, samples.size(), payload_);
+    log_->append(next_sequence_, samples, payload_);
   } catch (const SegmentLogError& failure) {
     throw SpoolError(failure.what());
   }
@@ -305,7 +357,29 @@ std::uint64_t AgentSpool::append(const std::vector<Sample>& samples) {
     unsynced_from_ = next_sequence_;
     unsynced_since_ = std::chrono::steady_clock::now();
   }
-  return next_sequence_++;
+}
+
+void AgentSpool::keep_in_memory(std::size_t samples) {
+  const std::uint64_t cap = std::min(max_bytes_, kMaxMemoryBytes);
+  while (!memory_.empty() && memory_bytes_ + payload_.size() > cap) {
+    auto oldest = memory_.begin();
+    dropped_.dropped_batches += 1;
+    dropped_.dropped_samples += oldest->second.samples;
+    if (oldest->first == next_sequence_ - 1 || dropped_.dropped_batches % 100 == 1)
+      spdlog::warn("spool {}: memory for batches the disk refused is full ({} bytes): dropped batch {} ({} "
+                   "dropped in all)", directory_.string(), cap, oldest->first, dropped_.dropped_batches);
+    memory_bytes_ -= oldest->second.payload.size();
+    memory_.erase(oldest);
+  }
+  memory_bytes_ += payload_.size();
+  memory_.emplace(next_sequence_, MemoryBatch{payload_, static_cast<std::uint32_t>(samples)});
+}
+
+const std::string* AgentSpool::in_memory(std::uint64_t sequence, std::uint32_t* samples) const {
+  auto found = memory_.find(sequence);
+  if (found == memory_.end() || sequence <= acked_) return nullptr;
+  if (samples) *samples = found->second.samples;
+  return &found->second.payload;
 }
 
 void AgentSpool::reserve(std::uint64_t through) {
@@ -315,6 +389,7 @@ void AgentSpool::reserve(std::uint64_t through) {
 }
 
 void AgentSpool::sync() {
+  if (!log_) return;
   try {
     log_->sync();
   } catch (const SegmentLogError& failure) {
@@ -329,14 +404,18 @@ std::optional<std::chrono::steady_clock::time_point> AgentSpool::unsynced_since(
 }
 
 std::uint32_t AgentSpool::samples_in(std::uint64_t sequence) const {
-  auto place = log_->find(sequence);
+  std::uint32_t samples = 0;
+  if (in_memory(sequence, &samples)) return samples;
+  auto place = log_ ? log_->find(sequence) : std::nullopt;
   if (!place || place->id != sequence || sequence <= acked_)
     throw SpoolError(fmt::format("spool {}: batch {} is not kept", directory_.string(), sequence));
   return static_cast<std::uint32_t>(place->count);
 }
 
 std::vector<Sample> AgentSpool::read(std::uint64_t sequence) const {
-  auto place = log_->find(sequence);
+  if (const std::string* payload = in_memory(sequence, nullptr))
+    return decode_payload(*payload, fmt::format("batch {} in memory", sequence));
+  auto place = log_ ? log_->find(sequence) : std::nullopt;
   if (!place || place->id != sequence || sequence <= acked_)
     throw SpoolError(fmt::format("spool {}: batch {} is not kept", directory_.string(), sequence));
   try {
@@ -349,7 +428,7 @@ std::vector<Sample> AgentSpool::read(std::uint64_t sequence) const {
 void AgentSpool::acknowledge(std::uint64_t sequence) {
   if (sequence <= acked_) return;
   if (sequence >= next_sequence_) {
-    if (sequence > reserved_) {
+    if (sequence > std::max(reserved_, highest_made_)) {
       // Never handed out, not even before an unclean stop: not an acknowledgement of ours.
       if (!warned_unknown_ack_)
         spdlog::warn("spool {}: lmaster acknowledged batch {} of session {:016x}, a number never used (the last "
@@ -364,6 +443,11 @@ void AgentSpool::acknowledge(std::uint64_t sequence) {
     next_sequence_ = sequence + 1;
   }
   acked_ = sequence;
+  while (!memory_.empty() && memory_.begin()->first <= acked_) {
+    memory_bytes_ -= memory_.begin()->second.payload.size();
+    memory_.erase(memory_.begin());
+  }
+  if (!log_) return;
   write_acked();
   // lmaster has these on disk: they need no sync of their own.
   handed_over(sequence);
@@ -371,6 +455,7 @@ void AgentSpool::acknowledge(std::uint64_t sequence) {
 }
 
 void AgentSpool::handed_over(std::uint64_t sequence) {
+  if (!log_) return;
   if (unsynced_from_ && sequence >= next_sequence_ - 1) {
     unsynced_from_ = 0;
     log_->forget_unsynced();
@@ -381,8 +466,8 @@ void AgentSpool::handed_over(std::uint64_t sequence) {
 
 SpoolStats AgentSpool::stats() const {
   SpoolStats stats = dropped_;
-  stats.bytes = log_->bytes();
-  stats.batches = log_->records_from(acked_ + 1);
+  stats.bytes = log_ ? log_->bytes() : 0;
+  stats.batches = (log_ ? log_->records_from(acked_ + 1) : 0) + memory_.size();
   return stats;
 }
 

@@ -44,6 +44,11 @@
 // Recovery (after kill -9 or a power cut): SegmentLog's: a torn last write is cut, a damaged
 // segment is kept aside as `.damaged` with its whole records copied in its place, and logged.
 //
+// A full or failing disk: batches that cannot be written are kept in memory (kMaxMemoryBytes at
+// most, the oldest dropped and counted), logged once when it starts and once when writes work
+// again; a spool_dir unusable at start gives a spool in memory only (open()). Either way lmaster
+// still gets everything while lagent runs; what is only in memory is lost if it stops.
+//
 // Budget: segment files together stay within max_bytes. When an append needs room, the oldest
 // segments are deleted with the batches in them that lmaster had not acknowledged; those are
 // counted (stats().dropped_batches / dropped_samples) and logged with their sequence range.
@@ -59,6 +64,7 @@
 #include <optional>
 #include <stdexcept>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -82,6 +88,13 @@ class AgentSpool {
  public:
   // Opens (creating it if needed) and recovers `directory`. Throws SpoolError.
   AgentSpool(std::filesystem::path directory, std::uint64_t max_bytes);
+  // The spool lagent runs with: `directory`'s, or, when it cannot be used (not writable, full,
+  // failing), one that keeps batches in memory only (logged): a full /var on a compute node must
+  // not stop its monitoring. Throws SpoolError only when another lagent holds `directory`.
+  static std::unique_ptr<AgentSpool> open(const std::filesystem::path& directory, std::uint64_t max_bytes);
+  // Batches that cannot be written (a full or failing disk) wait in memory, the oldest dropped
+  // (counted) past this many bytes or spool_max_bytes, whichever is smaller.
+  static constexpr std::uint64_t kMaxMemoryBytes = 32u << 20;
   ~AgentSpool();
   AgentSpool(const AgentSpool&) = delete;
   AgentSpool& operator=(const AgentSpool&) = delete;
@@ -129,9 +142,17 @@ class AgentSpool {
   void handed_over(std::uint64_t sequence);
 
   SpoolStats stats() const;
+  // Batches kept in memory only (the disk refused them), not yet acknowledged.
+  std::size_t in_memory() const { return memory_.size(); }
+  bool memory_only() const { return !log_; }
   const std::filesystem::path& directory() const { return directory_; }
 
  private:
+  struct MemoryOnly {};
+  AgentSpool(MemoryOnly, std::filesystem::path directory, std::uint64_t max_bytes);
+  void append_to_disk(std::uint64_t record_bytes, std::size_t samples);
+  void keep_in_memory(std::size_t samples);
+  const std::string* in_memory(std::uint64_t sequence, std::uint32_t* samples) const;
   void take_lock();
   void release();
   void convert_legacy_segments();
@@ -160,6 +181,16 @@ class AgentSpool {
   std::string payload_;
   SpoolStats dropped_;               // only dropped_* used
   bool warned_unknown_ack_ = false;
+  std::uint64_t highest_made_ = 0;   // the highest number handed out by this process
+  // Batches the disk refused, by sequence: payload and samples. Lost if lagent stops first.
+  struct MemoryBatch {
+    std::string payload;
+    std::uint32_t samples = 0;
+  };
+  std::map<std::uint64_t, MemoryBatch> memory_;
+  std::uint64_t memory_bytes_ = 0;
+  bool disk_failing_ = false;        // an episode of batches kept in memory: logged at its start and end
+  std::uint64_t episode_batches_ = 0;
 };
 
 }  // namespace fructosa::agent

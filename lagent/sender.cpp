@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -249,7 +250,7 @@ struct Sender::State final : LinkEvents {
     if (spool) return true;
     if (AgentSpool::held_here(settings.spool_dir) && !stop_requested) return false;
     try {
-      spool = std::make_unique<AgentSpool>(settings.spool_dir, settings.spool_max_bytes);
+      spool = AgentSpool::open(settings.spool_dir, settings.spool_max_bytes);
     } catch (const SpoolError& error) {
       spdlog::error("{}", error.what());
       return false;
@@ -425,10 +426,11 @@ Sender::Sender(SenderSettings settings, std::unique_ptr<Link> link)
     : state_(std::make_unique<State>(std::move(settings), std::move(link))) {
   auto& s = *state_;
   if (s.settings.spool_dir.empty()) throw SpoolError("no spool_dir given to the sender");
-  // At start a spool that cannot be used stops lagent; after a reload the previous sender of
-  // this process may still hold it, and the thread takes it over once that one has stopped.
+  // At start a spool_dir that another lagent holds stops lagent, one that cannot be written gives
+  // a spool in memory; after a reload the previous sender of this process may still hold it, and
+  // the thread takes it over once that one has stopped.
   if (!AgentSpool::held_here(s.settings.spool_dir))
-    s.spool = std::make_unique<AgentSpool>(s.settings.spool_dir, s.settings.spool_max_bytes);
+    s.spool = AgentSpool::open(s.settings.spool_dir, s.settings.spool_max_bytes);
   s.wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (s.wake_fd < 0) throw std::runtime_error("eventfd failed");
   s.timer_fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -437,7 +439,11 @@ Sender::Sender(SenderSettings settings, std::unique_ptr<Link> link)
     try {
       s.run();
     } catch (const std::exception& error) {
-      spdlog::critical("sender thread failed: {}", error.what());
+      // Sampling on without a sender would fill memory and send nothing: end the process, so
+      // that its service manager restarts it (the spool keeps what was made).
+      spdlog::critical("sender thread failed: {}; lagent exits (status 70) to be restarted", error.what());
+      spdlog::default_logger()->flush();
+      std::_Exit(70);
     }
   });
 }

@@ -4,10 +4,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -424,6 +426,59 @@ TEST(AgentSpool, ASegmentOfTheEarlierFormatIsConverted) {
   EXPECT_EQ(spool.read(2).size(), 3u);
   EXPECT_EQ(spool.read(2)[1].labels.size(), 2u);
   EXPECT_GE(spool.next_sequence(), 3u);
+}
+
+// A spool_dir that cannot be used at start (here: a file is in the way) gives a spool in memory:
+// lagent starts and sends; only another lagent holding the directory stops it.
+TEST(AgentSpool, AnUnusableDirectoryGivesASpoolInMemory) {
+  TempDir dir;
+  std::ofstream(dir.file("file")) << "in the way\n";
+  auto spool = AgentSpool::open(dir.file("file/spool"), 1 << 20);
+  ASSERT_TRUE(spool->memory_only());
+  EXPECT_NE(spool->session(), 0u);
+  EXPECT_EQ(spool->append(batch(3)), 1u);
+  EXPECT_EQ(spool->append(batch(2)), 2u);
+  EXPECT_EQ(spool->read(2).size(), 2u);
+  EXPECT_EQ(spool->stats().batches, 2u);
+  spool->acknowledge(1);
+  EXPECT_EQ(spool->first_sequence(), 2u);
+  spool->acknowledge(UINT64_MAX);  // never made: ignored
+  EXPECT_EQ(spool->append(batch(1)), 3u);
+
+  AgentSpool held(dir.file("spool"), 1 << 20);
+  EXPECT_THROW(AgentSpool::open(dir.file("spool"), 1 << 20), SpoolError);
+}
+
+// A disk that fills up under the spool (here: RLIMIT_FSIZE, in a child process): the batches it
+// refuses wait in memory, in order with those on disk, and writing resumes when it can.
+TEST(AgentSpool, BatchesTheDiskRefusesWaitInMemory) {
+  TempDir dir;
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+    auto spool = AgentSpool::open(dir.file("spool"), 1 << 20);
+    if (spool->memory_only()) ::_exit(10);
+    rlimit limit{};
+    ::getrlimit(RLIMIT_FSIZE, &limit);
+    const rlim_t hard = limit.rlim_max;
+    limit.rlim_cur = 3000;  // the soft limit only: raising it back needs no privilege
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    for (int i = 0; i < 12; ++i) spool->append(batch(4));
+    if (spool->in_memory() == 0 || spool->in_memory() == 12) ::_exit(11);
+    if (spool->stats().batches != 12) ::_exit(12);
+    for (std::uint64_t sequence = 1; sequence <= 12; ++sequence)
+      if (spool->next_kept(sequence) != sequence || spool->read(sequence).size() != 4) ::_exit(13);
+    spool->acknowledge(12);  // lmaster has them all
+    if (spool->in_memory() != 0 || !spool->empty()) ::_exit(14);
+    limit.rlim_cur = hard;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    if (spool->append(batch(1)) != 13 || spool->in_memory() != 0) ::_exit(15);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
