@@ -52,6 +52,13 @@ class BodyReader {
     return out;
   }
   bool done() const { return pos_ == body_.size(); }
+  // A u32 count of items of at least `min_bytes` each, refused when the rest cannot hold them.
+  std::uint32_t count(std::size_t min_bytes) {
+    auto n = next<std::uint32_t>();
+    if (static_cast<std::uint64_t>(n) * min_bytes > body_.size() - pos_)
+      throw SpoolError(fmt::format("{}: a count of {} cannot fit in the record", where_, n));
+    return n;
+  }
 
  private:
   void need(std::size_t n) const {
@@ -98,27 +105,25 @@ void encode_payload(const std::vector<Sample>& samples, BatchNames& names, std::
 
 std::vector<Sample> decode_payload(std::string_view body, const std::string& where) {
   BodyReader in(body, where);
-  std::vector<std::string> strings(in.next<std::uint32_t>());
+  // Counts are checked against what the payload can hold before anything is allocated for them
+  // (each string takes at least its 4-byte length, each sample at least 28 bytes).
+  std::vector<std::string> strings(in.count(4));
   for (auto& s : strings) s = std::string(in.bytes(in.next<std::uint32_t>()));
   auto string_at = [&](std::uint32_t index) -> const std::string& {
     if (index >= strings.size()) throw SpoolError(fmt::format("{}: name index {} out of range", where, index));
     return strings[index];
   };
-  std::vector<Sample> samples(in.next<std::uint32_t>());
+  std::vector<Sample> samples(in.count(28));
   for (auto& sample : samples) {
     sample.sensor = string_at(in.next<std::uint32_t>());
     sample.time_ns = in.next<std::int64_t>();
     sample.job = in.next<std::uint64_t>();
-    std::uint32_t metrics = in.next<std::uint32_t>();
-    if (metrics > body.size()) throw SpoolError(fmt::format("{}: impossible metric count", where));
-    sample.metrics.resize(metrics);
+    sample.metrics.resize(in.count(12));
     for (auto& metric : sample.metrics) {
       metric.key = string_at(in.next<std::uint32_t>());
       metric.value = in.next<double>();
     }
-    std::uint32_t labels = in.next<std::uint32_t>();
-    if (labels > body.size()) throw SpoolError(fmt::format("{}: impossible label count", where));
-    sample.labels.resize(labels);
+    sample.labels.resize(in.count(8));
     for (auto& label : sample.labels) {
       label.key = string_at(in.next<std::uint32_t>());
       label.value = string_at(in.next<std::uint32_t>());

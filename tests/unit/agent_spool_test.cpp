@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -479,6 +480,21 @@ TEST(AgentSpool, BatchesTheDiskRefusesWaitInMemory) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// A record is checked by its CRC, but a bug-free writer is not assumed: counts that the payload
+// cannot hold are refused before anything is allocated for them.
+TEST(SpoolFormat, CountsLargerThanThePayloadAreRefused) {
+  BatchNames names;
+  std::string scratch, payload;
+  spool_format::encode_payload(batch(2), names, scratch, payload);
+  EXPECT_EQ(spool_format::decode_payload(payload, "test").size(), 2u);
+  std::string strings = payload;
+  std::uint32_t huge = 0xfffffff0;
+  std::memcpy(strings.data(), &huge, 4);  // the string table's count
+  EXPECT_THROW(spool_format::decode_payload(strings, "test"), SpoolError);
+  std::string truncated = payload.substr(0, payload.size() / 2);
+  EXPECT_THROW(spool_format::decode_payload(truncated, "test"), SpoolError);
 }
 
 }  // namespace
