@@ -49,6 +49,7 @@ OutputRunner::OutputRunner(std::unique_ptr<Output> output, RunnerSettings settin
     }
     delivered_ = saved_position_;
     next_id_ = saved_position_ + 1;
+    replay_end_ = journal->committed();
     behind_ = next_id_ <= journal->committed();
     if (behind_)
       spdlog::info("output {}: resuming after journal record {} ({} records to send first)", name_, saved_position_,
@@ -226,6 +227,10 @@ void OutputRunner::run() {
   std::vector<Sample> retry;  // what the last failed write left; goes before the queue
   std::uint64_t retry_through = 0;    // the last record `retry` holds part of
   std::uint64_t written_through = saved_position_;  // every record up to it is written
+  if (!settings_.journal) {  // nothing is replayed: everything it gets is new
+    replay_told_ = true;
+    output_->journal_replayed();
+  }
   double backoff = 0;
   auto last_flush = Clock::now();
   auto flush_when_due = [&](bool behind = false) {
@@ -300,10 +305,16 @@ void OutputRunner::run() {
       retry_points_ += memory_.front().points;  // in flight until the attempts below settle
       taken.push_back(std::move(memory_.front()));
       memory_.pop_front();
-    } while (!memory_.empty() && taken_samples + memory_.front().samples->size() <= batch);
+    } while (!memory_.empty() && taken_samples + memory_.front().samples->size() <= batch &&
+             // The last replayed record and a newer one never share a write (journal_replayed()).
+             !(taken.back().id <= replay_end_ && memory_.front().id > replay_end_));
     const bool more_waiting = behind_ || memory_samples_ >= batch;
     lock.unlock();
 
+    if (!replay_told_ && taken.front().id > replay_end_) {
+      replay_told_ = true;
+      output_->journal_replayed();
+    }
     std::vector<Sample> merged;
     std::span<const Sample> all;
     if (taken.size() == 1) {

@@ -99,6 +99,10 @@ class OutputRunner {
   Clock::time_point last_failure_log_, last_flush_log_;
   std::optional<Clock::time_point> failing_since_;
   std::uint64_t saved_position_ = 0;
+  // The last record the journal held at start (0 without one); once it is written, the output
+  // hears journal_replayed() (before any newer record).
+  std::uint64_t replay_end_ = 0;
+  bool replay_told_ = false;
   std::thread thread_;
 };
 

@@ -474,6 +474,11 @@ void Hdf5Output::flush() {
   impl_->flush_all();
 }
 
+void Hdf5Output::journal_replayed() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->forget_stored_rows();
+}
+
 double Hdf5Output::flush_period() const { return impl_->flush_interval; }
 // Each flush costs a few HDF5 calls per dataset whatever its rows: writing 6 times as many rows
 // per flush is what lets a file of many hosts catch up (bench/hdf5_bytes: 137k points/s at

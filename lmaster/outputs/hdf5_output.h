@@ -69,6 +69,7 @@ class Hdf5Output final : public Output {
   // Flushes, starts a new timestamped file (`path` then points to it), closes and compresses the
   // old one. When the new file cannot be created, keeps writing the old one and throws.
   void reopen() override;
+  void journal_replayed() override;
 
   const std::string& path() const;  // the configured path: the symbolic link
   std::string file() const;         // the file being written now

@@ -253,7 +253,8 @@ struct Hdf5Output::Impl {
   // After a crash: the newest row time of each (host link, sensor link, job) in the files the
   // killed writer left. lmaster replays the journal from each output's last saved position, which
   // may be a little older than the last flush that reached the file; rows up to these times are
-  // already stored and are skipped (once a series passes its mark, the mark goes).
+  // already stored and are skipped (once a series passes its mark, the mark goes, and they all go
+  // when the runner says the replay is over: journal_replayed()).
   std::map<std::tuple<std::string, std::string, std::uint64_t>, std::int64_t> stored_before_crash;
   std::uint64_t skipped_as_stored = 0;
 
@@ -263,6 +264,7 @@ struct Hdf5Output::Impl {
   void compact_left_over_files();
   void move_aside_damaged(const std::filesystem::path& path, const std::string& why);
   bool already_stored(const hdf5::Table& table, const Sample& sample);
+  void forget_stored_rows();
   void remember_stored_rows(const std::string& path);
   void remember_table_rows(const std::string& path, hid_t table, const std::string& where,
                            const std::string& host_link, const std::string& sensor_link);

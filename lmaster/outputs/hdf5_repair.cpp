@@ -24,6 +24,26 @@ namespace fructosa::master {
 
 using namespace hdf5;
 
+namespace {
+
+// HDF5's signature, at byte 0 or after a user block (512, 1024, 2048... bytes): any superblock
+// version, so that files of older writers are not mistaken for damaged ones.
+bool has_hdf5_signature(const fs::path& path) {
+  static constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return true;  // cannot tell: leave it to the repair, which says why
+  bool found = false;
+  char head[8];
+  for (off_t at = 0; !found && at <= (off_t{1} << 30); at = at ? at * 2 : 512) {
+    if (::pread(fd, head, sizeof head, at) != sizeof head) break;
+    found = std::memcmp(head, kSignature, sizeof head) == 0;
+  }
+  ::close(fd);
+  return found;
+}
+
+}  // namespace
+
 void Hdf5Output::Impl::take_lock() {
   const std::string lock_path = link_path + ".lock";
   lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -86,14 +106,14 @@ void Hdf5Output::Impl::compact_left_over_files() {
       continue;
     }
     if (!series.is_member(name)) continue;
-    auto flags = superblock_flags(entry.path());
-    if (!flags) {
+    if (!has_hdf5_signature(entry.path())) {
       move_aside_damaged(entry.path(), "it does not start as an HDF5 file (after a power cut: its first "
                                        "blocks never reached the disk)");
       continue;
     }
     members.push_back(entry.path());
-    if (*flags != 0) left_open.push_back(entry.path());
+    auto flags = superblock_flags(entry.path());
+    if (flags && *flags != 0) left_open.push_back(entry.path());
   }
   for (auto* files : {&interrupted, &left_open}) {
     std::sort(files->begin(), files->end());
@@ -148,6 +168,15 @@ void Hdf5Output::Impl::move_aside_damaged(const fs::path& path, const std::strin
   }
   spdlog::error("hdf5: {}: {}; moved aside as {} (the rows lmaster's journal still has are written again)",
                 path.string(), why, aside.string());
+}
+
+// The journal's replay is over: the marks go, whatever series have not passed theirs (a sample
+// that comes now was received after the start, even if its clock says it is older).
+void Hdf5Output::Impl::forget_stored_rows() {
+  if (stored_before_crash.empty()) return;
+  spdlog::info("hdf5: the journal's replay is over: {} sample(s) sent again after the crash were already in {} "
+               "and were not stored twice", skipped_as_stored, link_path);
+  stored_before_crash.clear();
 }
 
 bool Hdf5Output::Impl::already_stored(const Table& table, const Sample& sample) {

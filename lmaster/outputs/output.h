@@ -83,6 +83,10 @@ class Output {
   virtual double flush_period_when_behind() const { return flush_period(); }
   // SIGHUP / `lmaster reload`: HDF5 starts a new file, network outputs reconnect.
   virtual void reopen() {}
+  // Every record the journal held when lmaster started has been written: what comes next was
+  // received after the start, and cannot be in the store already (HDF5 stops looking for rows a
+  // crash left in its files: a clock stepped back must not make new samples look stored).
+  virtual void journal_replayed() {}
   // Samples the runner hands to one write() call at most.
   virtual std::size_t batch_samples() const { return 1000; }
 

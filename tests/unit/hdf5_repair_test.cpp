@@ -189,6 +189,34 @@ TEST(Hdf5Output, AfterACrashRowsAlreadyInTheFileAreNotStoredAgain) {
   EXPECT_EQ(reader.int64s("/h/other/time"), (std::vector<std::int64_t>{kT0 + 1}));
 }
 
+// The marks are for the journal's replay only: once it is over, a sample whose clock was stepped
+// back below what the file holds is new, and stored.
+TEST(Hdf5Output, AfterTheReplayAClockSteppedBackLosesNothing) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.h5");
+  {
+    Child writer("Hdf5KilledWriterChild.Write", {"FRUCTOSA_HDF5_KILLED_WRITER=" + path});
+    writer.line("KILLED file=");
+    writer.wait();
+  }
+  MetricInfoStore infos;
+  std::string new_file;
+  {
+    Hdf5Output output(options_for(path, {"chunk=16"}), infos);
+    new_file = output.file();
+    // The replay: job 0's rows up to +19 are in the killed file.
+    output.write(std::vector<Sample>{make_sample("h", "s", kT0 + 18, 0, {{"v", 18.0}}),
+                                     make_sample("h", "s", kT0 + 20, 0, {{"v", 20.0}})});
+    output.journal_replayed();
+    // NTP stepped the agent's clock back: its next samples are older than the file's rows.
+    output.write(std::vector<Sample>{make_sample("h", "s", kT0 + 5, 0, {{"v", 5.0}}),
+                                     make_sample("h", "s", kT0 + 6, 5, {{"v", 6.0}})});
+    output.flush();
+  }
+  Reader reader(new_file);
+  EXPECT_EQ(reader.int64s("/h/s/time"), (std::vector<std::int64_t>{kT0 + 20, kT0 + 5, kT0 + 6}));
+}
+
 TEST(Hdf5Output, PerSensorLayoutIsRepairedAndNotStoredTwiceAfterACrash) {
   TempDir dir;
   const std::string path = dir.file("metrics.h5");

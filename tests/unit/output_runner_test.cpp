@@ -55,6 +55,7 @@ class FakeOutput final : public Output {
     bool refuse_odd_once = false;       // next write delivers even samples only
     bool down = false;                  // every write fails while set
     int flushes = 0, reopens = 0;
+    std::ptrdiff_t replayed_at = -1;  // delivered.size() when journal_replayed() came
   };
   explicit FakeOutput(std::shared_ptr<State> state) : state_(std::move(state)) {}
   std::string name() const override { return "fake"; }
@@ -93,9 +94,16 @@ class FakeOutput final : public Output {
     ++state_->reopens;
     state_->changed.notify_all();
   }
+  void journal_replayed() override {
+    std::lock_guard lock(state_->mutex);
+    if (told_replayed_) ADD_FAILURE() << "journal_replayed() twice";
+    told_replayed_ = true;
+    state_->replayed_at = static_cast<std::ptrdiff_t>(state_->delivered.size());
+  }
 
  private:
   std::shared_ptr<State> state_;
+  bool told_replayed_ = false;
 };
 
 // Waits (with a generous deadline) until `done` holds for the fake's state.
@@ -374,9 +382,23 @@ TEST(OutputRunner, AfterACrashResumesAfterTheLastSavedPosition) {
   settings.journal = &journal;
   OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
   ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 10; }));
+  feed(journal, runner, numbered(15, 3));  // received after the start
+  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 13; }));
   runner.stop();
-  EXPECT_EQ(state->delivered, sequence(5, 10));
-  EXPECT_EQ(runner.delivered(), 3u);
+  EXPECT_EQ(state->delivered, sequence(5, 13));
+  EXPECT_EQ(runner.delivered(), 4u);
+  // Told once, between what the journal held at start and what came after (an HDF5 output stops
+  // looking for rows a crash left in its file there).
+  EXPECT_EQ(state->replayed_at, 10);
+}
+
+TEST(OutputRunner, WithoutAJournalNothingIsReplayed) {
+  auto state = std::make_shared<FakeOutput::State>();
+  OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings());
+  runner.submit(1, shared(numbered(0, 3)));
+  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 3; }));
+  runner.stop();
+  EXPECT_EQ(state->replayed_at, 0);
 }
 
 TEST(OutputRunner, ReopenReachesTheOutput) {
