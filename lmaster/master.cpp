@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
@@ -426,6 +427,21 @@ class Master {
     peer.last_resync = now;
   }
 
+  // What an agent says of a key's unit, kind and description (MetricInfoStore::learn): a
+  // difference from another agent's is logged once per key, a full store once.
+  void learn_description(const std::string& host, const std::string& sensor, const SeriesDescription& series) {
+    std::string owner;
+    auto learned = infos_.learn(host, sensor, series.key, series.info, &owner);
+    if (learned == MetricInfoStore::Learned::kept_other && differing_descriptions_logged_.size() < 4096 &&
+        differing_descriptions_logged_.insert(sensor + '\n' + series.key).second)
+      spdlog::warn("agent {} describes {} {} as [{}, {}] unlike agent {}: kept {}'s (logged once per key)", host,
+                   sensor, series.key, series.info.unit, to_string(series.info.kind), owner, owner);
+    if (learned == MetricInfoStore::Learned::full && !description_store_full_logged_)
+      spdlog::error("the store of key descriptions is full ({} keys): new keys from agent {} and others go "
+                    "undescribed (logged once)", MetricInfoStore::kMaxKeys, host);
+    description_store_full_logged_ = description_store_full_logged_ || learned == MetricInfoStore::Learned::full;
+  }
+
   // A resync with the reason, which the agent logs and answers by sending everything again.
   void tell_refused(zmq::socket_t& router, const std::string& identity, Peer& peer) {
     if (peer.refusal.tell_now()) send(router, identity, encode_resync(peer.refusal.reason));
@@ -516,7 +532,7 @@ class Master {
         if (peer.host.empty()) return ask_resync(router, identity, peer, "dictionary before hello");
         peer.dictionary.apply(message.dictionary);
         for (const auto& series : message.dictionary.series)
-          infos_.remember(peer.dictionary.sensors()[series.sensor].name, series.key, series.info);
+          learn_description(peer.host, peer.dictionary.sensors()[series.sensor].name, series);
         return;
       case MessageType::batch:
         if (peer.host.empty()) return ask_resync(router, identity, peer, "unknown agent");
@@ -582,6 +598,8 @@ class Master {
   static inline const std::string kOwnSensor = "lmaster";
   std::string own_host_ = short_hostname();
   MetricInfoStore infos_;
+  std::set<std::string> differing_descriptions_logged_;
+  bool description_store_full_logged_ = false;
   std::unique_ptr<Journal> journal_;  // null with journal_max_bytes = 0
   std::vector<std::unique_ptr<OutputRunner>> runners_;
   std::vector<Sample> pending_;  // accepted this round, not yet committed

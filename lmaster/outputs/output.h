@@ -24,28 +24,57 @@ namespace fructosa::master {
 // Outputs look keys up here when they create columns, mappings or panels. Thread-safe.
 class MetricInfoStore {
  public:
+  // lmaster's own keys: taken as they are.
   void remember(const std::string& sensor, const std::string& key, const MetricInfo& info) {
     std::lock_guard lock(mutex_);
-    infos_[{sensor, key}] = info;
+    infos_[{sensor, key}] = Entry{info, ""};
+  }
+  // What an agent's dictionary says of (sensor, key). The first agent to describe a key owns the
+  // description: another cannot change a unit or kind for every host (it is logged by the
+  // caller); the owner can (an upgrade of it). Past kMaxKeys keys nothing new is taken.
+  enum class Learned { added, same, replaced, kept_other, full };
+  static constexpr std::size_t kMaxKeys = 1 << 20;
+  Learned learn(const std::string& host, const std::string& sensor, const std::string& key, const MetricInfo& info,
+                std::string* owner = nullptr) {
+    std::lock_guard lock(mutex_);
+    auto found = infos_.find({sensor, key});
+    if (found == infos_.end()) {
+      if (infos_.size() >= kMaxKeys) return Learned::full;
+      infos_.emplace(std::make_pair(sensor, key), Entry{info, host});
+      return Learned::added;
+    }
+    Entry& entry = found->second;
+    if (entry.info.unit == info.unit && entry.info.kind == info.kind && entry.info.description == info.description)
+      return Learned::same;
+    if (entry.owner != host) {
+      if (owner) *owner = entry.owner;
+      return Learned::kept_other;
+    }
+    entry.info = info;
+    return Learned::replaced;
   }
   std::optional<MetricInfo> find(const std::string& sensor, const std::string& key) const {
     std::lock_guard lock(mutex_);
     auto found = infos_.find({sensor, key});
     if (found == infos_.end()) return std::nullopt;
-    return found->second;
+    return found->second.info;
   }
   // Every key known for `sensor`, sorted.
   std::vector<std::pair<std::string, MetricInfo>> keys_of(const std::string& sensor) const {
     std::lock_guard lock(mutex_);
     std::vector<std::pair<std::string, MetricInfo>> keys;
     for (auto it = infos_.lower_bound({sensor, ""}); it != infos_.end() && it->first.first == sensor; ++it)
-      keys.emplace_back(it->first.second, it->second);
+      keys.emplace_back(it->first.second, it->second.info);
     return keys;
   }
 
  private:
+  struct Entry {
+    MetricInfo info;
+    std::string owner;  // the agent that described it ("": lmaster itself)
+  };
   mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::string>, MetricInfo> infos_;
+  std::map<std::pair<std::string, std::string>, Entry> infos_;
 };
 
 // What an output has done with the points (metric values) it was given. Written by the output's
