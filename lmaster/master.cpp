@@ -300,33 +300,19 @@ class Master {
     sample.host = own_host_;
     sample.sensor = kOwnSensor;
     sample.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count();
-    auto add = [&](std::string key, double value) { sample.metrics.push_back({std::move(key), value}); };
-    add("received", static_cast<double>(received_points_));
-    add("batches", static_cast<double>(received_batches_));
     auto since = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(config_.stats_interval));
-    std::size_t agents = 0;
-    for (const auto& [identity, peer] : peers_) agents += !peer.host.empty() && peer.last_seen >= since;
-    add("agents", static_cast<double>(agents));
-    registry_->add_metrics(sample);
-    if (curve_) {
-      CurveCounters counters = curve_->counters();
-      add("curve.accepted", static_cast<double>(counters.accepted));
-      add("curve.rejected", static_cast<double>(counters.rejected));
-      add("curve.failed_handshakes", static_cast<double>(counters.failed_handshakes));
-    }
-    for (const auto& runner : runners_) {
-      RunnerStats stats = runner->stats();
-      add(runner->name() + ".sent", static_cast<double>(stats.sent));
-      add(runner->name() + ".retried", static_cast<double>(stats.retried));
-      add(runner->name() + ".dropped", static_cast<double>(stats.dropped));
-      add(runner->name() + ".queued", static_cast<double>(stats.queued_points));
-    }
-    if (journal_) add("journal.bytes", static_cast<double>(journal_->bytes()));
-    add("memory.rss", static_cast<double>(MemoryGuard::resident_bytes()));
-    add("memory.holding", memory_.holding() ? 1 : 0);
-    add("memory.holds", static_cast<double>(memory_.holds()));
-    add("memory.turned_away", static_cast<double>(turned_away_batches_));
+    MasterMetricSources from;
+    for (const auto& [identity, peer] : peers_) from.agents += !peer.host.empty() && peer.last_seen >= since;
+    from.received_points = received_points_;
+    from.received_batches = received_batches_;
+    from.turned_away_batches = turned_away_batches_;
+    from.registry = registry_.get();
+    from.curve = curve_;
+    from.runners = &runners_;
+    from.journal = journal_.get();
+    from.memory = &memory_;
+    add_master_metrics(sample, from);
     return sample;
   }
 

@@ -2,8 +2,13 @@
 
 #include <string_view>
 
+#include "agent_registry.h"
+#include "journal.h"
 #include "master_catalog.h"
+#include "memory_guard.h"
 #include "output.h"
+#include "output_runner.h"
+#include "zap_handler.h"
 
 namespace fructosa::master {
 
@@ -19,6 +24,32 @@ void describe_master_metrics(MetricInfoStore& infos, const std::vector<std::stri
       for (const auto& output : output_names) infos.remember(kMasterSensorName, output + entry.pattern.substr(1), info);
     }
   }
+}
+
+void add_master_metrics(Sample& sample, const MasterMetricSources& from) {
+  auto add = [&](std::string key, double value) { sample.metrics.push_back({std::move(key), value}); };
+  add("received", static_cast<double>(from.received_points));
+  add("batches", static_cast<double>(from.received_batches));
+  add("agents", static_cast<double>(from.agents));
+  from.registry->add_metrics(sample);
+  if (from.curve) {
+    CurveCounters counters = from.curve->counters();
+    add("curve.accepted", static_cast<double>(counters.accepted));
+    add("curve.rejected", static_cast<double>(counters.rejected));
+    add("curve.failed_handshakes", static_cast<double>(counters.failed_handshakes));
+  }
+  for (const auto& runner : *from.runners) {
+    RunnerStats stats = runner->stats();
+    add(runner->name() + ".sent", static_cast<double>(stats.sent));
+    add(runner->name() + ".retried", static_cast<double>(stats.retried));
+    add(runner->name() + ".dropped", static_cast<double>(stats.dropped));
+    add(runner->name() + ".queued", static_cast<double>(stats.queued_points));
+  }
+  if (from.journal) add("journal.bytes", static_cast<double>(from.journal->bytes()));
+  add("memory.rss", static_cast<double>(MemoryGuard::resident_bytes()));
+  add("memory.holding", from.memory->holding() ? 1 : 0);
+  add("memory.holds", static_cast<double>(from.memory->holds()));
+  add("memory.turned_away", static_cast<double>(from.turned_away_batches));
 }
 
 }  // namespace fructosa::master

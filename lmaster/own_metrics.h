@@ -2,16 +2,41 @@
 // the catalog master_catalog.h that make-dashboard reads too.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "metric.h"
+
 namespace fructosa::master {
 
+class AgentRegistry;
+class Journal;
+class MemoryGuard;
 class MetricInfoStore;
+class OutputRunner;
+class ZapHandler;
 
 // The catalog's fixed keys; its `*.` ones once per output in `output_names`; its `agent.*.` ones
 // as the columns of the HDF5 output's lmaster_agents table (the per-host keys themselves are
 // AgentRegistry::describe's, once an agent is known).
 void describe_master_metrics(MetricInfoStore& infos, const std::vector<std::string>& output_names);
+
+// Where the values of the `lmaster` sensor come from, at one of its readings.
+struct MasterMetricSources {
+  std::uint64_t received_points = 0;
+  std::uint64_t received_batches = 0;
+  std::uint64_t agents = 0;  // heard from since the last reading
+  std::uint64_t turned_away_batches = 0;
+  const AgentRegistry* registry = nullptr;
+  const ZapHandler* curve = nullptr;  // null without CURVE
+  const std::vector<std::unique_ptr<OutputRunner>>* runners = nullptr;
+  const Journal* journal = nullptr;   // null without a journal
+  const MemoryGuard* memory = nullptr;
+};
+
+// The `lmaster` sensor's values (the catalog's keys) into `sample`.
+void add_master_metrics(Sample& sample, const MasterMetricSources& from);
 
 }  // namespace fructosa::master
