@@ -38,6 +38,28 @@ void create_directories_durably(const std::filesystem::path& directory, unsigned
     throw DurabilityError(fmt::format("{} is not a directory", directory.string()));
 }
 
+bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, data + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool write_all_at(int fd, std::string_view data, std::uint64_t offset) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
 void sync_file(int fd, const std::filesystem::path& path) {
   if (::fdatasync(fd) != 0) throw DurabilityError(fmt::format("cannot sync {}: {}", path.string(), std::strerror(errno)));
 }

@@ -2,9 +2,11 @@
 // new name (create, rename, unlink) only after an fsync of its directory. docs/durability.md.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace fructosa {
 
@@ -27,6 +29,11 @@ void sync_directory(const std::filesystem::path& directory);
 // later made durable in it, away. `mode` for the new directories (before the umask).
 // Throws DurabilityError naming the directory.
 void create_directories_durably(const std::filesystem::path& directory, unsigned mode = 0750);
+
+// pread/pwrite of all of `data` at `offset`, through EINTR and short counts; false on an error
+// (errno says which) or, reading, at the end of the file.
+bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset);
+bool write_all_at(int fd, std::string_view data, std::uint64_t offset);
 
 // fdatasync(2) of `fd` (named `path` in the error). Throws DurabilityError.
 void sync_file(int fd, const std::filesystem::path& path);

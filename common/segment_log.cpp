@@ -21,17 +21,6 @@ using Header = SegmentLog::Header;
 
 std::string errno_text() { return std::strerror(errno); }
 
-bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset) {
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd, data + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 // Header and payload at `offset`, through short writes and EINTR, without copying the payload.
 bool write_record_at(int fd, const Header& header, std::string_view payload, std::uint64_t offset) {
   std::size_t total = sizeof header + payload.size(), done = 0;
@@ -87,13 +76,19 @@ std::filesystem::path SegmentLog::segment_path(std::uint64_t first_id) const {
   return directory_ / fmt::format("{:020}{}", first_id, format_.suffix);
 }
 
-std::string SegmentLog::encode(std::uint64_t id, std::uint64_t count, std::string_view payload) const {
+SegmentLog::Header SegmentLog::header_for(std::uint32_t magic, std::uint64_t id, std::uint64_t count,
+                                          std::string_view payload) {
   Header header;
-  header.magic = format_.magic;
+  header.magic = magic;
   header.payload_bytes = static_cast<std::uint32_t>(payload.size());
   header.crc = crc32(payload.data(), payload.size());
   header.id = id;
   header.count = count;
+  return header;
+}
+
+std::string SegmentLog::encode(std::uint32_t magic, std::uint64_t id, std::uint64_t count, std::string_view payload) {
+  Header header = header_for(magic, id, count, payload);
   std::string record(reinterpret_cast<const char*>(&header), sizeof header);
   record.append(payload);
   return record;
@@ -247,12 +242,7 @@ void SegmentLog::append(std::uint64_t id, std::uint64_t count, std::string_view 
       (!segments_.back().records.empty() && segments_.back().bytes + size > segment_bytes_))
     start_segment(id);
   Segment& tail = segments_.back();
-  Header header;
-  header.magic = format_.magic;
-  header.payload_bytes = static_cast<std::uint32_t>(payload.size());
-  header.crc = crc32(payload.data(), payload.size());
-  header.id = id;
-  header.count = count;
+  const Header header = header_for(format_.magic, id, count, payload);
   if (!write_record_at(tail.file->fd, header, payload, tail.bytes)) {
     std::string why = errno_text();
     if (::ftruncate(tail.file->fd, static_cast<off_t>(tail.bytes)) != 0) {

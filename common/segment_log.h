@@ -140,8 +140,9 @@ class SegmentLog {
   // `path`, durably (temporary file, fdatasync, rename, directory fsync). For recovery and for
   // converting older formats.
   static void write_segment_file(const std::filesystem::path& path, const std::string& records, unsigned mode);
-  // One whole record (header and payload), as written.
-  std::string encode(std::uint64_t id, std::uint64_t count, std::string_view payload) const;
+  // A record's header, and a whole record (header and payload) as a log with `magic` writes it.
+  static Header header_for(std::uint32_t magic, std::uint64_t id, std::uint64_t count, std::string_view payload);
+  static std::string encode(std::uint32_t magic, std::uint64_t id, std::uint64_t count, std::string_view payload);
 
  private:
   struct Record {

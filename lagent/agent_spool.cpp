@@ -165,13 +165,7 @@ void AgentSpool::convert_legacy_segments() {
       auto sequence = get<std::uint64_t>(header + kLegacyHeaderBytes);
       if (sequence <= previous) break;
       std::string_view payload(header + kLegacyHeaderBytes + 8, body_bytes - 8);
-      SegmentLog::Header next;
-      next.magic = kRecordMagic;
-      next.payload_bytes = static_cast<std::uint32_t>(payload.size());
-      next.crc = crc32(payload.data(), payload.size());
-      next.id = sequence;
-      next.count = get<std::uint32_t>(header + 12);
-      converted.append(reinterpret_cast<const char*>(&next), sizeof next).append(payload);
+      converted += SegmentLog::encode(kRecordMagic, sequence, get<std::uint32_t>(header + 12), payload);
       previous = sequence;
       ++batches;
       offset += kLegacyHeaderBytes + body_bytes;

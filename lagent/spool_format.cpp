@@ -153,27 +153,5 @@ bool read_state(const std::filesystem::path& path, std::uint64_t& value) {
   return get<std::uint32_t>(buffer + 12) == crc32(&value, sizeof value);
 }
 
-bool write_all_at(int fd, const std::string& data, std::uint64_t offset) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset) {
-  std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd, data + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
 }  // namespace spool_format
 }  // namespace fructosa::agent

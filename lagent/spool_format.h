@@ -86,9 +86,6 @@ std::vector<Sample> decode_payload(std::string_view payload, const std::string& 
 std::string encode_state(std::uint64_t value);
 bool read_state(const std::filesystem::path& path, std::uint64_t& value);
 
-// pwrite/pread of all of `data` at `offset`, through EINTR and short counts; false on error.
-bool write_all_at(int fd, const std::string& data, std::uint64_t offset);
-bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset);
 
 }  // namespace spool_format
 }  // namespace fructosa::agent
