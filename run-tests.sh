@@ -4,6 +4,7 @@
 set -eu
 cd "$(dirname "$0")"
 .ci/install-deps --tests
+# The same configuration as run-demo.sh, which has built lagent and lmaster if it ran first.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFRUCTOSA_BUILD_TESTS=ON >/dev/null
 cmake --build build -j2
 ctest --test-dir build --output-on-failure -j2

@@ -110,15 +110,16 @@ include(CPack)
 
 if(FRUCTOSA_BUILD_TESTS)
   # tests/packaging: the install tree (units verified, OpenRC scripts checked, configurations
-  # kept), the .deb (installed and purged when run as root, hence alone) and the OpenRC scripts
-  # run by Debian's openrc-run in a private mount namespace.
+  # kept), the .deb (installed and purged when run as root, hence alone), the OpenRC scripts
+  # run by Debian's openrc-run in a private mount namespace, and the units' sandboxes (exposure
+  # scores; lagent and lmaster run under their system call filters and capabilities).
   set(FRUCTOSA_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with Debian's h5py and psutil")
-  foreach(test install deb openrc)
+  foreach(test install deb openrc hardening)
     add_test(NAME packaging.${test}
              COMMAND ${FRUCTOSA_PYTHON} -m unittest -v test_${test}
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/packaging)
     set_tests_properties(packaging.${test} PROPERTIES
-      ENVIRONMENT "BUILD_DIR=${PROJECT_BINARY_DIR};CMAKE=${CMAKE_COMMAND};CPACK=${CMAKE_CPACK_COMMAND};PYTHONDONTWRITEBYTECODE=1"
+      ENVIRONMENT "BUILD_DIR=${PROJECT_BINARY_DIR};CMAKE=${CMAKE_COMMAND};CPACK=${CMAKE_CPACK_COMMAND};LAGENT=$<TARGET_FILE:lagent>;LMASTER=$<TARGET_FILE:lmaster>;PYTHONDONTWRITEBYTECODE=1"
       TIMEOUT 900)
   endforeach()
   set_tests_properties(packaging.deb PROPERTIES RUN_SERIAL ON)

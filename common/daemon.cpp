@@ -285,7 +285,7 @@ int run_service_verb(const ServiceProgram& program, const std::string& verb, con
     }
     try {
       // Under systemd (Type=notify) `ready` is READY=1: the program calls it once it serves
-      // (lmaster: bound; lagent in the foreground: once lmaster has answered).
+      // (lmaster: bound; lagent: its sensors run and its spool is open).
       return program.run(config, true, [] { notify_ready("running"); });
     } catch (const ConfigError& error) {
       std::cerr << program.name << ": " << error.what() << "\n";

@@ -16,7 +16,7 @@ namespace fructosa {
 // is nobody to tell); a failure is logged once and the service goes on.
 bool notify_service_manager(std::string_view state);
 
-// READY=1: the service does what it is for (lmaster: bound; lagent: lmaster answered).
+// READY=1: the service does what it is for (lmaster: bound; lagent: sampling and spooling).
 void notify_ready(std::string_view status = {});
 // RELOADING=1 (with MONOTONIC_USEC, which systemd's Type=notify-reload wants); READY=1 ends it.
 void notify_reloading(std::string_view status = {});

@@ -181,15 +181,13 @@ class Agent {
     wait_for_signal();
     spdlog::info("lagent {} started as {} -> {} with {} sensor(s)", FRUCTOSA_VERSION, config_.host,
                  destination_of(config_), tasks_.size());
-    // A daemon is ready once it runs (`start` must not wait for lmaster); in the foreground,
-    // under systemd, readiness means lmaster has answered, or carbon accepted the connection
-    // (connected() calls `ready`).
-    if (foreground_) {
-      ready_ = ready;
-      notify_status(fmt::format("waiting for {}; readings are spooled", destination_of(config_)));
-    } else {
-      ready();
-    }
+    // Ready: the sensors run and the spool is open, so every reading is kept whether or not
+    // lmaster (or carbon) answers. Waiting for it here would hold a booting node's
+    // multi-user.target (Type=notify) for as long as its master is down. STATUS= says whether
+    // the destination has answered yet (connected()).
+    ready();
+    link_status_ = fmt::format("waiting for {}; readings are spooled", destination_of(config_));
+    notify_status(link_status_);
     release_startup_pages();
     io_.run();
     push_.reset();
@@ -325,19 +323,18 @@ class Agent {
   // On the io thread: an lmaster answered (the first one, or another after a failover or
   // reload), or carbon accepted the connection: `destination` says which (Link::destination()).
   void connected(const std::string& destination) {
-    if (ready_ && !ready_sent_) ready_();
-    ready_sent_ = true;
-    notify_status(fmt::format("sending to {}", destination));
+    link_status_ = fmt::format("sending to {}", destination);
+    notify_status(link_status_);
   }
 
   void wait_for_signal() {
     signals_.async_wait([this](const boost::system::error_code& error, int signal) {
       if (error) return;
       if (signal == SIGHUP) {
-        // systemd holds `systemctl reload` until READY=1; an agent not ready yet stays so.
-        if (ready_sent_) notify_reloading("re-reading the configuration");
+        // systemd holds `systemctl reload` until READY=1 follows RELOADING=1.
+        notify_reloading("re-reading the configuration");
         reload();
-        if (ready_sent_) notify_ready(fmt::format("sending to {}", destination_of(config_)));
+        notify_ready(link_status_);
         wait_for_signal();
         return;
       }
@@ -374,6 +371,8 @@ class Agent {
         fresh.curve_public_key != config_.curve_public_key || fresh.curve_secret_key != config_.curve_secret_key) {
       auto old = slot_.get();
       slot_.replace(make_sender(fresh));
+      // The new sender has not heard from its destination yet (connected() says when it has).
+      link_status_ = fmt::format("waiting for {}; readings are spooled", destination_of(fresh));
       if (std::size_t left = old->stop(kStopLingerSeconds))
         spdlog::warn("SIGHUP: {} batch(es) were not taken by the previous {}; they stay in its spool", left,
                      destination_of(config_));
@@ -407,8 +406,7 @@ class Agent {
   }
 
   const bool foreground_;
-  std::function<void()> ready_;  // foreground: called once, when lmaster first answers
-  bool ready_sent_ = false;      // io thread only
+  std::string link_status_;  // STATUS=: waiting for the destination or sending to it; io thread only
   std::string config_path_;
   AgentConfig config_;
   asio::io_context io_;

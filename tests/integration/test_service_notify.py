@@ -83,40 +83,58 @@ class ServiceNotifyTest(FructosaTestCase):
         self.assertEqual(notify.messages[ready].get("STATUS"), "running")
         self.assertEqual(self.stop(master), 0)
 
-    def test_lagent_is_ready_only_once_lmaster_answers(self):
+    def test_lagent_is_ready_before_lmaster_exists(self):
+        # READY=1 once sampling and spooling, whether or not lmaster answers: a node must finish
+        # booting while its master is down. STATUS= says whether lmaster has answered.
         port = free_port()
         agent_notify = self.notify_socket("lagent.notify")
         config = self.write("lagent.conf", self.agent_config(port, ["VirtualMemory"], interval=0.1,
                                                              extra="heartbeat_interval = 0.2\n"))
         agent = self.start("lagent", [LAGENT, "run", "-c", config, "-p", self.path("lagent.pid")], agent_notify)
-        waiting = agent_notify.wait("STATUS", what="lagent's first STATUS")
-        self.assertIn(f"waiting for lmaster at tcp://127.0.0.1:{port}", agent_notify.messages[waiting]["STATUS"])
+        ready = agent_notify.wait("READY", "1", what="lagent's READY=1 with no lmaster anywhere")
+        waiting = agent_notify.wait("STATUS", f"waiting for lmaster at tcp://127.0.0.1:{port}; readings are spooled",
+                                    after=ready, what="lagent's STATUS= waiting for lmaster")
         # Running without lmaster: readings are taken and spooled (ten batches, each sent and
-        # unanswered, heartbeats in between), yet no READY=1.
+        # unanswered, heartbeats in between), and the status stays "waiting".
         wait_for(lambda: spooled_batches(self.path("lagent-spool")) >= 10, what="lagent to spool ten batches")
         self.assertIsNone(agent.poll(), read_text(self.path("lagent.err")))
-        self.assertIsNone(agent_notify.find("READY"), agent_notify.messages)
+        self.assertIsNone(agent_notify.find("STATUS", after=waiting + 1), agent_notify.messages)
 
         master_notify = self.notify_socket("lmaster.notify")
         self.start_master(master_notify, port=port)
-        master_ready = master_notify.wait("READY", "1", what="lmaster's READY=1")
-        self.assertIsNotNone(master_ready)
-        ready = agent_notify.wait("READY", "1", what="lagent's READY=1 once lmaster runs")
-        connected = agent_notify.wait("STATUS", f"sending to lmaster at tcp://127.0.0.1:{port}", after=ready)
-        self.assertGreaterEqual(connected, ready)
-        self.assertEqual(sum("READY" in m for m in agent_notify.receive()), 1)
+        master_notify.wait("READY", "1", what="lmaster's READY=1")
+        agent_notify.wait("STATUS", f"sending to lmaster at tcp://127.0.0.1:{port}", after=waiting + 1,
+                          what="lagent's STATUS= once lmaster answers")
+        self.assertEqual(sum("READY" in m for m in agent_notify.receive()), 1, agent_notify.messages)
 
-        # Reload: RELOADING=1 (with MONOTONIC_USEC), then READY=1 again once re-read.
+        # Reload: RELOADING=1 (with MONOTONIC_USEC), then READY=1 again once re-read; the link is
+        # unchanged, so its status stays "sending to".
         count = len(agent_notify.receive())
         agent.send_signal(signal.SIGHUP)
         reloading = agent_notify.wait("RELOADING", "1", after=count, what="RELOADING=1")
         self.assertTrue(agent_notify.messages[reloading]["MONOTONIC_USEC"].isdigit())
-        agent_notify.wait("READY", "1", after=reloading + 1, what="READY=1 after the reload")
+        reloaded = agent_notify.wait("READY", "1", after=reloading + 1, what="READY=1 after the reload")
+        self.assertEqual(agent_notify.messages[reloaded].get("STATUS"), f"sending to lmaster at tcp://127.0.0.1:{port}")
 
         # Stop: STOPPING=1 before the agent exits.
         count = len(agent_notify.receive())
         self.assertEqual(self.stop(agent), 0)
         self.assertIsNotNone(agent_notify.find("STOPPING", "1", after=count), agent_notify.messages)
+
+    def test_lagent_reload_before_lmaster_answers(self):
+        # `systemctl reload` works while lmaster is down: RELOADING=1, then READY=1, still waiting.
+        port = free_port()
+        notify = self.notify_socket("lagent.notify")
+        config = self.write("lagent.conf", self.agent_config(port, ["VirtualMemory"], interval=0.1))
+        agent = self.start("lagent", [LAGENT, "run", "-c", config, "-p", self.path("lagent.pid")], notify)
+        ready = notify.wait("READY", "1", what="lagent's READY=1")
+        notify.wait("STATUS", after=ready + 1, what="lagent's STATUS= after READY=1")
+        agent.send_signal(signal.SIGHUP)
+        reloading = notify.wait("RELOADING", "1", after=ready + 1, what="RELOADING=1")
+        reloaded = notify.wait("READY", "1", after=reloading + 1, what="READY=1 after the reload")
+        self.assertEqual(notify.messages[reloaded].get("STATUS"),
+                         f"waiting for lmaster at tcp://127.0.0.1:{port}; readings are spooled")
+        self.assertEqual(self.stop(agent), 0)
 
     def test_without_notify_socket_nothing_changes(self):
         # `lagent run` outside systemd: no NOTIFY_SOCKET, readiness costs nothing and warns nothing.
