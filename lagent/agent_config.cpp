@@ -54,7 +54,8 @@ const OptionTable& agent_options() {
        .help = "batches sent and not yet acknowledged at most (memory); the others wait in the spool",
        .min = 1},
       {.name = "spool_dir", .type = OptionType::text, .default_value = "/var/spool/fructosa/lagent",
-       .help = "where batches are kept until lmaster acknowledges them, across restarts (one lagent per directory)",
+       .help = "where batches are kept until lmaster acknowledges them, across restarts (one lagent per "
+               "directory); what a full or failing disk refuses waits in memory (32 MiB at most)",
        .relative_to_file = true},
       {.name = "spool_max_bytes", .type = OptionType::integer, .default_value = "268435456",
        .help = "disk the spool may use; beyond it the oldest unacknowledged batches are dropped, counted and logged",
