@@ -32,16 +32,22 @@ void setup_logging(const Options& logging, bool foreground, const std::string& p
   std::vector<spdlog::sink_ptr> sinks;
   if (foreground) sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
   const std::string& filename = logging.get_text("filename");
+  std::string file_failure;  // a log file that cannot be written does not stop the program
   if (!filename.empty()) {
     auto max_bytes = logging.get_int("maxBytes");
     auto backups = logging.get_int("backupCount");
-    // Python's RotatingFileHandler never rolls over when either is 0.
-    if (max_bytes > 0 && backups > 0)
-      sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
-          filename, static_cast<std::size_t>(max_bytes), static_cast<std::size_t>(backups)));
-    else
-      sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(filename));
-  } else if (!foreground) {
+    try {
+      // Python's RotatingFileHandler never rolls over when either is 0.
+      if (max_bytes > 0 && backups > 0)
+        sinks.push_back(std::make_shared<spdlog::sinks::rotating_file_sink_mt>(
+            filename, static_cast<std::size_t>(max_bytes), static_cast<std::size_t>(backups)));
+      else
+        sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(filename));
+    } catch (const spdlog::spdlog_ex& error) {
+      file_failure = error.what();
+    }
+  }
+  if ((filename.empty() || !file_failure.empty()) && !foreground) {
     sinks.push_back(std::make_shared<spdlog::sinks::syslog_sink_mt>(program, LOG_PID, LOG_DAEMON, false));
   }
   auto logger = std::make_shared<spdlog::logger>(program, sinks.begin(), sinks.end());
@@ -54,6 +60,9 @@ void setup_logging(const Options& logging, bool foreground, const std::string& p
   if (foreground && stderr_is_journal()) sinks.front()->set_formatter(journal_line_formatter());
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+  if (!file_failure.empty())
+    spdlog::error("[logging] filename = {}: {}; logging to {} instead", filename, file_failure,
+                  foreground ? "stderr" : "syslog");
 }
 
 }  // namespace fructosa

@@ -146,7 +146,13 @@ class DebianPackageTest(unittest.TestCase):
         self.assertLess(user.pw_uid, 1000, "a system user")
         self.assertIn(user.pw_shell, ("/usr/sbin/nologin", "/sbin/nologin"))
         self.assertEqual(os.stat("/var/lib/fructosa").st_uid, user.pw_uid)
-        self.assertTrue(os.path.isdir("/var/log/fructosa") and os.path.isdir("/var/spool/fructosa"))
+        self.assertTrue(os.path.isdir("/var/spool/fructosa"))
+        # Root's lagent logs in /var/log/fructosa, which lmaster's user cannot write (it could plant
+        # a link there); lmaster in a directory of its own.
+        logs = os.stat("/var/log/fructosa")
+        self.assertEqual((logs.st_uid, logs.st_gid, logs.st_mode & 0o7777), (0, 0, 0o755))
+        own = os.stat("/var/log/fructosa/lmaster")
+        self.assertEqual((own.st_uid, own.st_mode & 0o7777), (user.pw_uid, 0o750))
 
         conffiles = run(["dpkg-query", "-W", "-f=${Conffiles}", PACKAGE]).stdout
         self.assertIn("/etc/fructosa/lagent.conf", conffiles)
