@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import time
+import urllib.error
 
 import whisper
 
@@ -81,7 +82,15 @@ class DashboardRatesTest(FructosaTestCase):
 
         def complete():
             for target in expected:
-                got[target] = self.rate_points(graphite, target)
+                try:
+                    got[target] = self.rate_points(graphite, target)
+                except urllib.error.HTTPError as error:
+                    # carbon-cache may be creating a whisper file as graphite-web reads it (seen
+                    # once: HTTP 500): asked again; the log below has it if it never passes.
+                    if error.code < 500:
+                        raise
+                    got[target] = []
+                    return False
             return all(len(series) == 1 and set(series[0]) == want for series in got.values())
 
         try:
