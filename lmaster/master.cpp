@@ -1,6 +1,5 @@
 #include "master.h"
 
-#include <fmt/ranges.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
@@ -11,12 +10,12 @@
 #include <filesystem>
 #include <map>
 #include <set>
-#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "agent_identity.h"
 #include "agent_registry.h"
 #include "codec.h"
+#include "control_request.h"
 #include "durable_file.h"
 #include "logging.h"
 #include "master_catalog.h"
@@ -330,39 +329,17 @@ class Master {
     for (auto& runner : runners_) runner->request_reopen();
   }
 
-  // One `lmaster ctl` request: {"command": "interval", "sensor": S, "interval": s, "duration": s,
-  // "hosts": [...] (empty: every connected agent)}. The reply names the agents asked.
+  // One `lmaster ctl` request (control_request.h), for the agents connected now.
   void serve_control(zmq::socket_t& control, zmq::socket_t& router) {
     zmq::message_t request;
     if (!control.recv(request, zmq::recv_flags::dontwait)) return;
-    nlohmann::json reply;
-    try {
-      auto command = nlohmann::json::parse(request.to_string_view());
-      if (command.value("command", "") != "interval") throw std::invalid_argument("unknown command");
-      std::string sensor = command.at("sensor");
-      double interval = command.at("interval");
-      double duration = command.at("duration");
-      auto wanted = command.value("hosts", std::vector<std::string>{});
-      if (sensor.empty() || !(interval >= 0.01 && interval <= 86400) || !(duration > 0 && duration <= 86400))
-        throw std::invalid_argument("needs a sensor, an interval of 0.01..86400 s and a duration of 0..86400 s");
-      std::vector<std::string> asked;
-      for (const auto& [identity, peer] : peers_) {
-        if (peer.host.empty()) continue;
-        if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), peer.host) == wanted.end()) continue;
-        send(router, identity, encode_control(sensor, interval, duration));
-        asked.push_back(peer.host);
-      }
-      std::vector<std::string> missing;
-      for (const auto& host : wanted)
-        if (std::find(asked.begin(), asked.end(), host) == asked.end()) missing.push_back(host);
-      spdlog::info("ctl: asked {} agent(s) to read {} every {} s for {} s{}", asked.size(), sensor, interval, duration,
-                   missing.empty() ? "" : fmt::format(" (not connected: {})", fmt::join(missing, ", ")));
-      reply = {{"ok", true}, {"asked", asked}, {"not_connected", missing}};
-    } catch (const std::exception& error) {
-      reply = {{"ok", false}, {"error", error.what()}};
-    }
-    std::string text = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    control.send(zmq::buffer(text), zmq::send_flags::dontwait);
+    ConnectedAgents agents;
+    for (const auto& [identity, peer] : peers_)
+      if (!peer.host.empty()) agents.emplace_back(identity, peer.host);
+    std::string reply = answer_control_request(
+        request.to_string_view(), agents,
+        [&](const std::string& identity, const Bytes& message) { send(router, identity, message); });
+    control.send(zmq::buffer(reply), zmq::send_flags::dontwait);
   }
 
   void describe_agent(const std::string& host) { AgentRegistry::describe(infos_, kOwnSensor, host); }
