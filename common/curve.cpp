@@ -13,6 +13,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "durable_file.h"
+
 namespace fructosa::curve {
 namespace {
 
@@ -36,15 +38,7 @@ void write_file(const std::string& path, const std::string& text, mode_t mode, b
       throw std::runtime_error(fmt::format("{} exists already (--force replaces it)", path));
     throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   }
-  bool ok = ::fchmod(fd, mode) == 0;
-  std::size_t done = 0;
-  while (ok && done < text.size()) {
-    auto n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    ok = n > 0;
-    if (ok) done += static_cast<std::size_t>(n);
-  }
-  ok = ok && ::fsync(fd) == 0;
+  bool ok = ::fchmod(fd, mode) == 0 && write_all_at(fd, text, 0) && ::fsync(fd) == 0;
   int error = errno;
   ok = (::close(fd) == 0) && ok;
   if (!ok) {

@@ -60,24 +60,12 @@ bool write_all_at(int fd, std::string_view data, std::uint64_t offset) {
   return true;
 }
 
-void sync_file(int fd, const std::filesystem::path& path) {
-  if (::fdatasync(fd) != 0) throw DurabilityError(fmt::format("cannot sync {}: {}", path.string(), std::strerror(errno)));
-}
-
 void write_file_durably(const std::filesystem::path& path, const std::string& text, unsigned mode) {
   auto temporary = path;
   temporary += ".tmp";
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0) throw DurabilityError(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(errno)));
-  std::size_t done = 0;
-  bool written = true;
-  while (written && done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    written = n > 0;
-    if (written) done += static_cast<std::size_t>(n);
-  }
-  written = written && ::fdatasync(fd) == 0;
+  bool written = write_all_at(fd, text, 0) && ::fdatasync(fd) == 0;
   int saved = errno;
   ::close(fd);
   if (!written || ::rename(temporary.c_str(), path.c_str()) != 0) {

@@ -24,8 +24,8 @@ void write_file_durably(const std::filesystem::path& path, const std::string& te
 // Throws DurabilityError naming the directory.
 void sync_directory(const std::filesystem::path& directory);
 
-// std::filesystem::create_directories, and then an fsync of the parent of every directory it
-// made (and of the deepest one), so that a power cut cannot take the directory, and the files
+// std::filesystem::create_directories, with an fsync of the parent of every directory it makes,
+// so that a power cut cannot take the directory, and the files
 // later made durable in it, away. `mode` for the new directories (before the umask).
 // Throws DurabilityError naming the directory.
 void create_directories_durably(const std::filesystem::path& directory, unsigned mode = 0750);
@@ -34,8 +34,5 @@ void create_directories_durably(const std::filesystem::path& directory, unsigned
 // (errno says which) or, reading, at the end of the file.
 bool read_all_at(int fd, char* data, std::size_t size, std::uint64_t offset);
 bool write_all_at(int fd, std::string_view data, std::uint64_t offset);
-
-// fdatasync(2) of `fd` (named `path` in the error). Throws DurabilityError.
-void sync_file(int fd, const std::filesystem::path& path);
 
 }  // namespace fructosa

@@ -76,8 +76,9 @@ AgentSpool::AgentSpool(MemoryOnly, std::filesystem::path directory, std::uint64_
 std::unique_ptr<AgentSpool> AgentSpool::open(const std::filesystem::path& directory, std::uint64_t max_bytes) {
   try {
     return std::make_unique<AgentSpool>(directory, max_bytes);
+  } catch (const SpoolInUseError&) {
+    throw;
   } catch (const SpoolError& error) {
-    if (std::string_view(error.what()).find("in use by another lagent") != std::string_view::npos) throw;
     spdlog::error("{}: the spool is in memory only until a reload or restart finds spool_dir usable (at most {} "
                   "bytes; what lmaster has not acknowledged is lost if lagent stops)",
                   error.what(), std::min(max_bytes, kMaxMemoryBytes));
@@ -123,8 +124,8 @@ void AgentSpool::take_lock() {
     ::close(lock_fd_);
     lock_fd_ = -1;
     if (code == EWOULDBLOCK)
-      throw SpoolError(fmt::format("spool_dir {} is in use by another lagent (it holds {})", directory_.string(),
-                                   path.string()));
+      throw SpoolInUseError(fmt::format("spool_dir {} is in use by another lagent (it holds {})",
+                                        directory_.string(), path.string()));
     throw SpoolError(fmt::format("cannot lock {}: {}", path.string(), std::strerror(code)));
   }
   std::lock_guard lock(held_mutex);

@@ -24,6 +24,13 @@ class SpoolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The spool directory is held by another lagent (its `lock`): not a disk problem, so no spool
+// in memory either (AgentSpool::open).
+class SpoolInUseError : public SpoolError {
+ public:
+  using SpoolError::SpoolError;
+};
+
 // The names (sensors, metric keys, labels) of the batch being encoded, numbered in the order
 // they first appear in it. Remembered from batch to batch, so that a batch of names seen before
 // costs a lookup each and no allocation.

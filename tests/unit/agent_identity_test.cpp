@@ -17,16 +17,9 @@ using test::TempDir;
 using Clock = std::chrono::steady_clock;
 using Patterns = std::vector<std::string>;
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const std::exception& error) {
-    return error.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using test::write_text;
 
 TEST(HostPatterns, AreCommaSeparatedShellPatterns) {
   EXPECT_EQ(parse_host_patterns("node[0-9][0-9], gpu*"), (Patterns{"node[0-9][0-9]", "gpu*"}));

@@ -29,16 +29,9 @@ mode_t mode_of(const std::string& path) {
   return info.st_mode & 07777;
 }
 
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+using test::write_text;
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const std::exception& error) {
-    return error.what();
-  }
-  return "no error";
-}
+using test::error_of;
 
 // Sets the process umask for one test.
 struct Umask {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,5 +47,17 @@ inline Sample make_sample(std::string host, std::string sensor, std::int64_t tim
                           std::vector<MetricValue> metrics) {
   return Sample{std::move(host), std::move(sensor), time_ns, job, std::move(metrics), {}};
 }
+
+// What `action` throws (its what()), or "no error".
+inline std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "no error";
+}
+
+inline void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 }  // namespace fructosa::test
