@@ -1,0 +1,209 @@
+"""Debian 12 machines booted with their own init as PID 1, for the packaging tests that check the
+package under a real service manager: a root made once by debootstrap (minbase, the init system,
+the package's runtime dependencies) and kept as a tarball in a cache, unpacked afresh for each test,
+booted with `systemd-nspawn -b` (its own PID, mount, UTS and network namespaces; no network) and
+driven with `nsenter` into its PID 1's namespaces. `--keep-unit --register=no`: this machine's
+PID 1 need not be systemd (nspawn then has no machined to register with, nor a unit to move to).
+
+What it needs, with the reason it fails otherwise (the tests fail, they do not skip: set
+FRUCTOSA_SKIP_CONTAINER_TESTS=<why> to skip them on a machine that cannot run containers):
+root; systemd-nspawn (systemd-container), debootstrap and nsenter (.ci/install-deps --tests);
+a Debian mirror the first time (this machine's, from /etc/apt, or FRUCTOSA_DEBIAN_MIRROR).
+The cache: FRUCTOSA_CONTAINER_CACHE, by default /var/cache/fructosa-tests (a root is ~350 MB)."""
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+SUITE = "bookworm"
+CACHE_DIR = os.environ.get("FRUCTOSA_CONTAINER_CACHE", "/var/cache/fructosa-tests")
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def require_containers(test_case):
+    """Fails `test_case` saying exactly what is missing to boot a container here (or skips it
+    when FRUCTOSA_SKIP_CONTAINER_TESTS says why not to)."""
+    reason = os.environ.get("FRUCTOSA_SKIP_CONTAINER_TESTS")
+    if reason:
+        raise unittest.SkipTest(f"FRUCTOSA_SKIP_CONTAINER_TESTS: {reason}")
+    if os.geteuid() != 0:
+        test_case.fail("booting a container needs root (systemd-nspawn, debootstrap, dpkg inside): "
+                       "run the test suite as root, or set FRUCTOSA_SKIP_CONTAINER_TESTS=<why>")
+    for tool, package in (("systemd-nspawn", "systemd-container"), ("debootstrap", "debootstrap"),
+                          ("nsenter", "util-linux")):
+        if not shutil.which(tool):
+            test_case.fail(f"{tool} not found: apt-get install {package} (.ci/install-deps --tests installs it)")
+
+
+def debian_mirror():
+    """The Debian mirror this machine's apt uses (deb822 or one-line sources)."""
+    if os.environ.get("FRUCTOSA_DEBIAN_MIRROR"):
+        return os.environ["FRUCTOSA_DEBIAN_MIRROR"]
+    try:
+        with open("/etc/apt/sources.list.d/debian.sources") as f:
+            for line in f:
+                if line.startswith("URIs:"):
+                    return line.split()[1]
+    except OSError:
+        pass
+    try:
+        with open("/etc/apt/sources.list") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 3 and fields[0] == "deb" and "debian" in fields[1] and "security" not in fields[1]:
+                    return fields[1]
+    except OSError:
+        pass
+    return "http://deb.debian.org/debian"
+
+
+def _run_logged(args, log, what, timeout=1800):
+    """Runs `args` with its output appended to `log`; fails with the log's end."""
+    with open(log, "a") as out:
+        out.write(f"$ {' '.join(args)}\n")
+        out.flush()
+        result = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+    if result.returncode != 0:
+        with open(log, errors="replace") as f:
+            tail = f.read()[-3000:]
+        raise AssertionError(f"{what} failed (exit {result.returncode}); the end of {log}:\n{tail}")
+
+
+def cached_root(name, packages, depends=""):
+    """The tarball of a Debian 12 root with `packages` (debootstrap --include, dependencies
+    resolved) and what the dependency field `depends` asks for (apt-get satisfy), made on first
+    use and kept in CACHE_DIR under a name that changes with what it holds."""
+    key = hashlib.sha256("\n".join([SUITE, *packages, depends]).encode()).hexdigest()[:16]
+    os.makedirs(CACHE_DIR, exist_ok=True)
+    tarball = os.path.join(CACHE_DIR, f"debian12-{name}-{key}.tar")
+    with open(tarball + ".lock", "w") as lock:
+        # Two tests making the same root: one makes it, the other waits and uses it.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(tarball):
+            return tarball
+        work = tempfile.mkdtemp(prefix=f"debian12-{name}-", dir=CACHE_DIR)
+        try:
+            root = os.path.join(work, "root")
+            log = tarball + ".log"
+            open(log, "w").close()
+            mirror = debian_mirror()
+            _run_logged(["debootstrap", "--variant=minbase", "--include=" + ",".join(packages), SUITE, root, mirror],
+                        log, f"debootstrap of a Debian 12 root from {mirror} (a mirror must be reachable the first "
+                        f"time; FRUCTOSA_DEBIAN_MIRROR chooses another)")
+            if depends:
+                _run_logged(["chroot", root, "/usr/bin/env", "-i", "PATH=" + PATH, "DEBIAN_FRONTEND=noninteractive",
+                             "apt-get", "satisfy", "-y", "-q", "--no-install-recommends", depends],
+                            log, f"installing the package's dependencies ({depends}) in the root")
+            subprocess.run(["chroot", root, "apt-get", "clean"], check=False, capture_output=True)
+            _run_logged(["tar", "-C", root, "-cf", tarball + ".part", "."], log, "archiving the root")
+            os.rename(tarball + ".part", tarball)
+            return tarball
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+class Container:
+    """A root unpacked from a cached tarball into `directory`, booted by `boot()` as the machine
+    `name` (its hostname), driven by `sh()`; `kill()` ends it (tests add it as a cleanup)."""
+
+    def __init__(self, tarball, directory, name):
+        self.name = name
+        self.directory = directory
+        self.root = os.path.join(directory, "root")
+        os.makedirs(self.root)
+        subprocess.run(["tar", "-C", self.root, "-xf", tarball], check=True)
+        # debootstrap copied this machine's name; systemd would set it back from here.
+        with open(self.path("/etc/hostname"), "w") as f:
+            f.write(name + "\n")
+        self.nspawn = None
+        self.leader = None
+        self.boots = 0
+
+    def path(self, inside):
+        """The host's path of the container's `inside`."""
+        return os.path.join(self.root, inside.lstrip("/"))
+
+    def console(self):
+        """What the container's console showed in its last boot."""
+        with open(os.path.join(self.directory, f"console-{self.boots}.log"), errors="replace") as f:
+            return f.read()
+
+    def boot(self, timeout=60):
+        """Starts the container's init; returns once its PID 1 runs (not when it booted)."""
+        assert self.nspawn is None, "already booted"
+        self.boots += 1
+        console = open(os.path.join(self.directory, f"console-{self.boots}.log"), "w")
+        self.nspawn = subprocess.Popen(
+            ["systemd-nspawn", "--quiet", "--boot", "--keep-unit", "--register=no", "--private-network",
+             f"--machine={self.name}", "--console=read-only", f"--directory={self.root}"],
+            stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
+        console.close()
+        deadline = time.monotonic() + timeout
+        while self.leader is None:
+            children = []
+            for task in os.listdir(f"/proc/{self.nspawn.pid}/task") if self.nspawn.poll() is None else []:
+                try:
+                    with open(f"/proc/{self.nspawn.pid}/task/{task}/children") as f:
+                        children += f.read().split()
+                except OSError:
+                    pass
+            if children:
+                self.leader = int(children[0])
+            elif self.nspawn.poll() is not None:
+                self.nspawn = None
+                raise AssertionError(f"systemd-nspawn could not boot {self.root}:\n{self.console()[-3000:]}")
+            elif time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"systemd-nspawn started no init in {timeout} s:\n{self.console()[-3000:]}")
+            else:
+                time.sleep(0.05)
+
+    def sh(self, script, check=True, timeout=120):
+        """Runs `sh -c script` as root inside the container (all of its namespaces, a clean
+        environment); returns the CompletedProcess, failing on a non-zero exit with `check`."""
+        assert self.leader is not None, "not booted"
+        result = subprocess.run(["nsenter", f"--target={self.leader}", "--all", "--", "/usr/bin/env", "-i",
+                                 "PATH=" + PATH, "LANG=C.UTF-8", "TERM=dumb", "/bin/sh", "-c", script],
+                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"in the container, `{script}` exited with {result.returncode}:\n"
+                                 f"{result.stdout}{result.stderr}")
+        return result
+
+    def out(self, script, timeout=120):
+        """The standard output of `script` (which must succeed), stripped."""
+        return self.sh(script, timeout=timeout).stdout.strip()
+
+    def wait_stopped(self, timeout=120):
+        """Waits for the container's init to end (after a poweroff asked inside); kills it after
+        `timeout` seconds and fails then."""
+        try:
+            self.nspawn.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the container did not stop within {timeout} s:\n{self.console()[-3000:]}")
+        self.nspawn = None
+        self.leader = None
+
+    def kill(self):
+        """Ends the container now: SIGKILL to its PID 1 ends every process of its PID namespace
+        (what nsenter started too), then systemd-nspawn exits."""
+        if self.nspawn is None:
+            return
+        if self.leader is not None:
+            try:
+                os.kill(self.leader, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.nspawn.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.nspawn.kill()
+            self.nspawn.wait(timeout=30)
+        self.nspawn = None
+        self.leader = None
