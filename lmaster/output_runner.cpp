@@ -47,6 +47,20 @@ OutputRunner::OutputRunner(std::unique_ptr<Output> output, RunnerSettings settin
         spdlog::error("output {}: {}", name_, error.what());
       }
     }
+    // After a crash the store may hold records past the saved position (it flushed, then lmaster
+    // died before saving): those it can name are not replayed into it. Beyond the journal's end,
+    // the number comes from another journal (a data directory wiped, not the HDF5 files).
+    if (auto stored = output_->stored_through(); stored && *stored > saved_position_) {
+      if (*stored <= journal->committed()) {
+        spdlog::info("output {}: it holds journal records up to {} already (saved position {})", name_, *stored,
+                     saved_position_);
+        saved_position_ = *stored;
+      } else {
+        spdlog::warn("output {}: it says it holds journal records up to {}, past the journal's last ({}): "
+                     "ignored, the journal is not the one it was written from", name_, *stored,
+                     journal->committed());
+      }
+    }
     delivered_ = saved_position_;
     next_id_ = saved_position_ + 1;
     replay_end_ = journal->committed();
@@ -195,6 +209,7 @@ bool OutputRunner::attempt(std::span<const Sample> samples, std::vector<Sample>&
 // and that becomes the output's journal position.
 void OutputRunner::flush_output(std::uint64_t written_through) {
   try {
+    if (settings_.journal) output_->handed_through(written_through);
     output_->flush();
   } catch (const std::exception& error) {
     auto now = Clock::now();

@@ -83,7 +83,7 @@ Hdf5Output::Impl::Compaction Hdf5Output::Impl::compact_file(const std::string& p
       Handle table_copy = create_group_in(path, parent_copy, link, where);
       copy_attributes(path, table.get(), table_copy.get(), "jobs", where);
       std::set<std::uint64_t> jobs;
-      result.tables_cut += copy_table(path, table.get(), table_copy.get(), where, jobs);
+      result.tables_cut += copy_table(path, table.get(), table_copy.get(), where, jobs, result.rows);
       write_jobs_attribute(temporary, table_copy.get(), jobs, where);
       parent_jobs.insert(jobs.begin(), jobs.end());
     };
@@ -151,7 +151,8 @@ Handle Hdf5Output::Impl::create_group_in(const std::string& path, hid_t parent,
 // Copies a table's datasets (and labels) cut to their complete rows; returns 1 when rows were
 // cut (a flush that a killed writer left half done), else 0.
 std::size_t Hdf5Output::Impl::copy_table(const std::string& path, hid_t table, hid_t copy,
-                                         const std::string& where, std::set<std::uint64_t>& jobs) {
+                                         const std::string& where, std::set<std::uint64_t>& jobs,
+                                         std::uint64_t& rows_copied) {
   std::vector<std::string> links = hard_links(path, table, where);
   Handle labels, labels_copy;
   std::vector<std::string> label_links;
@@ -192,6 +193,7 @@ std::size_t Hdf5Output::Impl::copy_table(const std::string& path, hid_t table, h
       copy_dataset(path, labels.get(), labels_copy.get(), link, complete,
                    where + "/labels/" + link, nullptr);
   }
+  rows_copied += complete;
   return longest != complete ? 1 : 0;
 }
 

@@ -91,6 +91,12 @@ Handle Hdf5Output::Impl::create_file(const std::string& path) const {
   write_text_attribute(path, created.get(), "layout", per_sensor ? "per_sensor" : "per_host", "/");
   write_text_attribute(path, created.get(), "writer", "lmaster " FRUCTOSA_VERSION, "/");
   write_text_attribute(path, created.get(), "created", utc_stamp(now, "%Y-%m-%dT%H:%M:%SZ"), "/");
+  // No rows yet; the records the previous file's last flush named are still all stored.
+  const std::uint64_t flushed[2] = {flushed_record, 0};
+  Handle mark = create_dataset(path, created.get(), kFlushedLink, H5T_STD_U64LE, H5T_NATIVE_UINT64, nullptr, 2,
+                               std::string("/") + kFlushedLink);
+  append(path, mark.get(), H5T_NATIVE_UINT64, flushed, 0, 2, std::string("/") + kFlushedLink);
+  mark.reset();
   check(path, H5Fstart_swmr_write(created.get()), "cannot start SWMR writing");
   return created;
 }
@@ -160,6 +166,16 @@ void Hdf5Output::Impl::leave_swmr() {
   Handle access = file_access_properties(file_path);
   file = check(file_path, H5Fopen(file_path.c_str(), H5F_ACC_RDWR, access.get()), H5Fclose,
                "cannot reopen the file");
+}
+
+// Rewrites /.flushed's two values in place (a write to a dataset SWMR mode allows).
+void Hdf5Output::Impl::write_flushed_mark(std::uint64_t record, std::uint64_t rows) {
+  if (H5Lexists(file.get(), kFlushedLink, H5P_DEFAULT) <= 0) return;  // a file of an older lmaster
+  const std::string where = std::string("/") + kFlushedLink;
+  Handle mark = check(file_path, H5Dopen2(file.get(), kFlushedLink, H5P_DEFAULT), H5Dclose, "cannot open " + where);
+  const std::uint64_t values[2] = {record, rows};
+  check(file_path, H5Dwrite(mark.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values),
+        "cannot write " + where);
 }
 
 void Hdf5Output::Impl::enter_swmr() {

@@ -303,6 +303,16 @@ void Hdf5Output::Impl::flush_rows() {
       failed.push_back(table);
     }
   }
+  // /.flushed: the journal record whose samples are now all in the file, and the rows that makes
+  // (the final H5Fflush below carries both; a repair that counts other rows knows this flush was
+  // cut short). Not when a table failed: its rows are not in the file.
+  if (!first_error) {
+    std::uint64_t rows = 0;
+    for (const auto& [host, sensors] : tables)
+      for (const auto& [sensor, table] : sensors) rows += table.rows;
+    for (const Table* table : committed) rows += table->pending();
+    file_step([&] { write_flushed_mark(handed_record, rows); });
+  }
   file_step([&] {
     check(file_path, H5Fflush(file.get(), H5F_SCOPE_LOCAL), "cannot flush the file");
     // Durable before the runner records these rows as delivered and the journal lets them go.
@@ -313,6 +323,8 @@ void Hdf5Output::Impl::flush_rows() {
     }
   });
   failed_flushes = 0;
+  // Durable now: a next file starts from it (create_file).
+  if (!first_error) flushed_record = handed_record;
   std::uint64_t points = 0;
   for (Table* table : committed) {
     table->rows += table->pending();
@@ -346,6 +358,8 @@ void Hdf5Output::Impl::flush_rows() {
 
 void Hdf5Output::Impl::write(std::span<const Sample> samples) {
   if (buffered_points >= max_buffered_points) {
+    // Rows of records after the runner's last word are buffered: this flush cannot name a record.
+    handed_record = 0;
     try {
       flush_all();
     } catch (const std::exception& failure) {
@@ -477,6 +491,16 @@ void Hdf5Output::flush() {
 void Hdf5Output::journal_replayed() {
   std::lock_guard lock(impl_->mutex);
   impl_->forget_stored_rows();
+}
+
+void Hdf5Output::handed_through(std::uint64_t record) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->handed_record = record;
+}
+
+std::optional<std::uint64_t> Hdf5Output::stored_through() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stored_through;
 }
 
 double Hdf5Output::flush_period() const { return impl_->flush_interval; }

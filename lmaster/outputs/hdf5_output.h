@@ -70,6 +70,10 @@ class Hdf5Output final : public Output {
   // old one. When the new file cannot be created, keeps writing the old one and throws.
   void reopen() override;
   void journal_replayed() override;
+  // Kept in the file being written at each flush (/.flushed); after a crash, read back from the
+  // newest file when its rows are those of its last complete flush.
+  void handed_through(std::uint64_t record) override;
+  std::optional<std::uint64_t> stored_through() const override;
 
   const std::string& path() const;  // the configured path: the symbolic link
   std::string file() const;         // the file being written now

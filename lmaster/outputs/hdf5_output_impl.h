@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -36,6 +37,11 @@ inline constexpr const char* kTime = "time";
 inline constexpr const char* kJob = "job";
 inline constexpr const char* kLabels = "labels";
 inline constexpr const char* kHost = "host";
+// /.flushed, in the file being written: {journal record, rows} at its last complete flush: every
+// sample of the journal's records up to `record` is in the file, which then held `rows` rows
+// (all tables). After a crash it tells what the journal's replay must skip (record 0: unknown).
+// Compaction leaves it out of closed files.
+inline constexpr const char* kFlushedLink = ".flushed";
 // format_version 1: layout per_host (/<host>/<sensor>); 2: layout per_sensor (/<sensor>, with a
 // host column). Readers tell them apart by the root attribute `layout` (both have it).
 inline constexpr int kPerHostFormatVersion = 1;
@@ -257,6 +263,13 @@ struct Hdf5Output::Impl {
   // when the runner says the replay is over: journal_replayed()).
   std::map<std::tuple<std::string, std::string, std::uint64_t>, std::int64_t> stored_before_crash;
   std::uint64_t skipped_as_stored = 0;
+  // The replay keyed by journal record instead, when the newest file can say (/.flushed): set at
+  // start after a crash; no marks by time are kept then.
+  std::optional<std::uint64_t> stored_through;
+  // What the runner said before this flush (handed_through()); 0 when not known: no journal, or
+  // write() flushed on its own with rows of later records buffered. And what /.flushed says now.
+  std::uint64_t handed_record = 0;
+  std::uint64_t flushed_record = 0;
 
   // --- locking, old files, crash repair (hdf5_repair.cpp) ----------------------------------------
   void take_lock();
@@ -264,6 +277,7 @@ struct Hdf5Output::Impl {
   void compact_left_over_files();
   void move_aside_damaged(const std::filesystem::path& path, const std::string& why);
   bool already_stored(const hdf5::Table& table, const Sample& sample);
+  void write_flushed_mark(std::uint64_t record, std::uint64_t rows);
   void forget_stored_rows();
   void remember_stored_rows(const std::string& path);
   void remember_table_rows(const std::string& path, hid_t table, const std::string& where,
@@ -274,6 +288,7 @@ struct Hdf5Output::Impl {
     std::uintmax_t bytes_before = 0;
     std::uintmax_t bytes_after = 0;
     std::size_t tables_cut = 0;
+    std::uint64_t rows = 0;  // complete rows copied, all tables
     double seconds = 0;
   };
   std::filesystem::path compaction_name(const std::filesystem::path& file) const;
@@ -282,7 +297,7 @@ struct Hdf5Output::Impl {
   hdf5::Handle create_group_in(const std::string& path, hid_t parent, const std::string& link,
                                const std::string& where) const;
   std::size_t copy_table(const std::string& path, hid_t table, hid_t copy, const std::string& where,
-                         std::set<std::uint64_t>& jobs);
+                         std::set<std::uint64_t>& jobs, std::uint64_t& rows_copied);
   void copy_dataset(const std::string& path, hid_t source_group, hid_t target_group,
                     const std::string& link, hsize_t rows, const std::string& where,
                     std::set<std::uint64_t>* jobs);

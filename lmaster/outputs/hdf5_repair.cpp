@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -40,6 +42,26 @@ bool has_hdf5_signature(const fs::path& path) {
   }
   ::close(fd);
   return found;
+}
+
+// /.flushed of a file left open: {journal record, rows} of its last complete flush; nullopt when
+// it has none (an older lmaster's file) or it cannot be read.
+std::optional<std::array<std::uint64_t, 2>> read_flushed_mark(const fs::path& path) {
+  try {
+    const std::string name = path.string();
+    Handle access = file_access_properties(name);
+    Handle file = check(name, H5Fopen(name.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()), H5Fclose,
+                        "cannot open it");
+    if (H5Lexists(file.get(), kFlushedLink, H5P_DEFAULT) <= 0) return std::nullopt;
+    Handle mark = check(name, H5Dopen2(file.get(), kFlushedLink, H5P_DEFAULT), H5Dclose, "cannot open /.flushed");
+    if (dataset_rows(name, mark.get(), "/.flushed") != 2) return std::nullopt;
+    std::array<std::uint64_t, 2> values{};
+    read_rows(name, mark.get(), H5T_NATIVE_UINT64, 0, 2, values.data(), "/.flushed");
+    return values;
+  } catch (const std::exception& failure) {
+    spdlog::warn("hdf5: {}", failure.what());
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -119,11 +141,26 @@ void Hdf5Output::Impl::compact_left_over_files() {
     std::sort(files->begin(), files->end());
     files->erase(std::unique(files->begin(), files->end()), files->end());
   }
+  // The newest file, when a crash left it open: which journal records its last complete flush
+  // held (read before the repair, which leaves /.flushed out), and how many rows it has.
+  std::optional<std::array<std::uint64_t, 2>> newest_mark;
+  std::optional<std::uint64_t> newest_rows;
+  // Oldest first: by time stamp, then by the -N of files started in the same second.
+  auto order = [&](const fs::path& path) {
+    std::string middle = path.filename().string().substr(series.stem.size() + 1);
+    middle.resize(middle.size() - series.extension.size());
+    const int attempt = middle.size() > 17 ? std::atoi(middle.c_str() + 17) : 0;
+    return std::make_pair(middle.substr(0, 16), attempt);
+  };
+  std::sort(members.begin(), members.end(), [&](const fs::path& a, const fs::path& b) { return order(a) < order(b); });
+  if (!members.empty() && std::find(left_open.begin(), left_open.end(), members.back()) != left_open.end())
+    newest_mark = read_flushed_mark(members.back());
   for (const auto& path : left_open) {
     interrupted.erase(std::remove(interrupted.begin(), interrupted.end(), path),
                       interrupted.end());
     try {
       const Compaction done = compact_file(path.string());
+      if (path == members.back()) newest_rows = done.rows;
       spdlog::warn(
           "hdf5: {} was left open by a writer that stopped without closing it: "
           "repaired and compressed ({} -> {} bytes, {} table(s) cut back to their last "
@@ -136,14 +173,26 @@ void Hdf5Output::Impl::compact_left_over_files() {
     }
   }
   for (const auto& path : interrupted) compact_and_log(path.string());
-  if (!left_open.empty()) {
-    // A crash: what the journal replays may be in these files already (or in the newest file,
-    // when the crash came right after a rotation).
-    std::sort(members.begin(), members.end());
-    if (std::find(left_open.begin(), left_open.end(), members.back()) == left_open.end())
-      left_open.push_back(members.back());
-    for (const auto& path : left_open) remember_stored_rows(path.string());
+  if (left_open.empty()) return;
+  // A crash: what the journal replays may be in these files already. When the newest file holds
+  // exactly the rows of its last complete flush, /.flushed names the journal records they are:
+  // the runner skips those, and the replay needs nothing else (a clock stepped back included).
+  if (newest_mark && (*newest_mark)[0] > 0 && newest_rows) {
+    if ((*newest_mark)[1] == *newest_rows) {
+      stored_through = (*newest_mark)[0];
+      spdlog::info("hdf5: {} holds every sample of lmaster's journal up to record {} ({} rows)",
+                   members.back().string(), *stored_through, *newest_rows);
+      return;
+    }
+    spdlog::warn("hdf5: {}: its last flush was cut short ({} complete rows, {} at the flush before): "
+                 "samples the journal sends again are compared with its rows' times",
+                 members.back().string(), *newest_rows, (*newest_mark)[1]);
   }
+  // Otherwise by time: rows up to the newest time of each series in these files (or in the
+  // newest file, when the crash came right after a rotation) are taken as stored.
+  if (std::find(left_open.begin(), left_open.end(), members.back()) == left_open.end())
+    left_open.push_back(members.back());
+  for (const auto& path : left_open) remember_stored_rows(path.string());
 }
 
 // A file of the series that cannot be read leaves the series (readers of the series would fail on

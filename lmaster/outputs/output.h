@@ -116,6 +116,13 @@ class Output {
   // received after the start, and cannot be in the store already (HDF5 stops looking for rows a
   // crash left in its files: a clock stepped back must not make new samples look stored).
   virtual void journal_replayed() {}
+  // The runner, before each flush(): every sample of the journal records up to `record` has been
+  // handed to write(). A file output keeps it with the rows that flush() makes durable (HDF5).
+  virtual void handed_through(std::uint64_t record) { (void)record; }
+  // At start, after a crash: the journal record up to which the store holds every sample for
+  // sure (what handed_through() said at its last complete flush); nullopt when it cannot tell.
+  // The runner then replays only the records after it: a replay keyed by record, not by time.
+  virtual std::optional<std::uint64_t> stored_through() const { return std::nullopt; }
   // Samples the runner hands to one write() call at most.
   virtual std::size_t batch_samples() const { return 1000; }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -92,6 +93,15 @@ TEST(Hdf5KilledWriterChild, HalfFlush) {
   dataset("time", H5T_NATIVE_INT64, times, 4, 3);
   dataset("job", H5T_NATIVE_UINT64, jobs, 5, 5);
   dataset("v", H5T_NATIVE_DOUBLE, values, 5, 5);
+  if (std::getenv("FRUCTOSA_HDF5_FLUSHED_MARK")) {
+    // The flush before said: journal records up to 7, 5 rows; the file kept 3 complete ones.
+    const std::uint64_t mark[] = {7, 5};
+    hsize_t two = 2;
+    hid_t space = H5Screate_simple(1, &two, nullptr);
+    hid_t id = H5Dcreate2(file, ".flushed", H5T_STD_U64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(id, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, mark);
+    H5Sclose(space);
+  }
   H5Fstart_swmr_write(file);
   H5Fflush(file, H5F_SCOPE_GLOBAL);
   std::printf("KILLED half\n");
@@ -187,6 +197,82 @@ TEST(Hdf5Output, AfterACrashRowsAlreadyInTheFileAreNotStoredAgain) {
                                        kT0 + 44, kT0 + 16}));
   EXPECT_EQ(reader.uint64s("/h/s/job"), (std::vector<std::uint64_t>{0, 0, 0, 5, 5, 5, 5, 5, 0}));
   EXPECT_EQ(reader.int64s("/h/other/time"), (std::vector<std::int64_t>{kT0 + 1}));
+}
+
+// As Write, with the runner's word before each flush: sample i is journal record i + 1, and
+// every 5 records are handed over and flushed; then record 41, from an agent whose clock NTP
+// stepped back, is buffered, and the writer is killed.
+TEST(Hdf5KilledWriterChild, WriteWithRecords) {
+  const char* path = std::getenv("FRUCTOSA_HDF5_KILLED_WITH_RECORDS");
+  if (!path) GTEST_SKIP() << "runs as a child of AfterACrashTheReplayIsKeyedByJournalRecordNotByTime";
+  MetricInfoStore infos;
+  auto* output = new Hdf5Output(options_for(path, {"chunk=16"}), infos);
+  for (int i = 0; i < 40; ++i) {
+    output->write(std::vector<Sample>{make_sample("h", "s", kT0 + i, 0, {{"v", i * 1.0}})});
+    if (i % 5 == 4) {
+      output->handed_through(i + 1);
+      output->flush();
+    }
+  }
+  output->write(std::vector<Sample>{make_sample("h", "s", kT0 - 100, 0, {{"v", -100.0}})});  // never flushed
+  std::printf("KILLED file=%s\n", output->file().c_str());
+  std::fflush(stdout);
+  raise(SIGKILL);
+}
+
+// The newest file says which journal records its last flush held (/.flushed): the runner skips
+// those, and every other sample is stored, even one older than the file's rows.
+TEST(Hdf5Output, AfterACrashTheReplayIsKeyedByJournalRecordNotByTime) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.h5");
+  std::string killed_file;
+  {
+    Child writer("Hdf5KilledWriterChild.WriteWithRecords", {"FRUCTOSA_HDF5_KILLED_WITH_RECORDS=" + path});
+    killed_file = writer.line("KILLED file=");
+    writer.wait();
+  }
+  MetricInfoStore infos;
+  std::string new_file;
+  {
+    Hdf5Output output(options_for(path, {"chunk=16"}), infos);
+    EXPECT_EQ(output.stored_through(), std::optional<std::uint64_t>(40));
+    new_file = output.file();
+    // The runner's replay: record 41 alone.
+    output.write(std::vector<Sample>{make_sample("h", "s", kT0 - 100, 0, {{"v", -100.0}})});
+    output.handed_through(41);
+    output.flush();
+  }
+  Reader killed(killed_file);
+  EXPECT_EQ(killed.length("/h/s/time"), 40u);
+  EXPECT_FALSE(killed.exists("/.flushed")) << "a closed file keeps no /.flushed";
+  Reader reader(new_file);
+  EXPECT_EQ(reader.int64s("/h/s/time"), (std::vector<std::int64_t>{kT0 - 100}));
+}
+
+// A flush cut short (the file holds other rows than /.flushed counted): the record it names
+// cannot be trusted, and the replay is compared with the rows' times as before.
+TEST(Hdf5Output, AfterAFlushCutShortTheReplayIsComparedByTime) {
+  TempDir dir;
+  const std::string path = dir.file("metrics.h5");
+  const std::string half_file = dir.file("metrics-20200101T000000Z.h5");
+  {
+    Child writer("Hdf5KilledWriterChild.HalfFlush",
+                 {"FRUCTOSA_HDF5_HALF_FLUSH=" + half_file, "FRUCTOSA_HDF5_FLUSHED_MARK=1"});
+    EXPECT_EQ(writer.line("KILLED "), "half");
+    writer.wait();
+  }
+  MetricInfoStore infos;
+  std::string new_file;
+  {
+    Hdf5Output output(options_for(path, {"chunk=16"}), infos);
+    EXPECT_EQ(output.stored_through(), std::nullopt);
+    new_file = output.file();
+    output.write(std::vector<Sample>{make_sample("h", "s", kT0 + 1, 3, {{"v", 2.0}}),     // in the file
+                                     make_sample("h", "s", kT0 + 5, 3, {{"v", 6.0}})});  // past it
+    output.flush();
+  }
+  Reader reader(new_file);
+  EXPECT_EQ(reader.int64s("/h/s/time"), (std::vector<std::int64_t>{kT0 + 5}));
 }
 
 // The marks are for the journal's replay only: once it is over, a sample whose clock was stepped

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -56,6 +58,8 @@ class FakeOutput final : public Output {
     bool down = false;                  // every write fails while set
     int flushes = 0, reopens = 0;
     std::ptrdiff_t replayed_at = -1;  // delivered.size() when journal_replayed() came
+    std::optional<std::uint64_t> stored_through;  // what it says it holds after a crash
+    std::vector<std::uint64_t> handed;            // handed_through() before each flush
   };
   explicit FakeOutput(std::shared_ptr<State> state) : state_(std::move(state)) {}
   std::string name() const override { return "fake"; }
@@ -88,6 +92,14 @@ class FakeOutput final : public Output {
     std::lock_guard lock(state_->mutex);
     ++state_->flushes;
     state_->changed.notify_all();
+  }
+  void handed_through(std::uint64_t record) override {
+    std::lock_guard lock(state_->mutex);
+    state_->handed.push_back(record);
+  }
+  std::optional<std::uint64_t> stored_through() const override {
+    std::lock_guard lock(state_->mutex);
+    return state_->stored_through;
   }
   void reopen() override {
     std::lock_guard lock(state_->mutex);
@@ -390,6 +402,36 @@ TEST(OutputRunner, AfterACrashResumesAfterTheLastSavedPosition) {
   // Told once, between what the journal held at start and what came after (an HDF5 output stops
   // looking for rows a crash left in its file there).
   EXPECT_EQ(state->replayed_at, 10);
+}
+
+// An output that can name the journal records its store holds (HDF5's /.flushed) after a crash
+// gets only the records after them, whatever the saved position; a number past the journal's
+// end (another journal's) is ignored. Before each flush it hears what has been handed to it.
+TEST(OutputRunner, AfterACrashSkipsWhatTheOutputSaysItHolds) {
+  for (std::uint64_t stored : {3, 9}) {
+    SCOPED_TRACE(stored);
+    TempDir dir;
+    {
+      // Records 1..4 committed, the output's position at 1.
+      Journal journal(dir.path(), 1 << 30);
+      for (int batch = 0; batch < 4; ++batch) journal.append({}, numbered(batch * 5, 5)), journal.commit();
+      journal.save_position("fake", 1);
+    }
+    auto state = std::make_shared<FakeOutput::State>();
+    state->stored_through = stored;
+    Journal journal(dir.path(), 1 << 30);
+    auto settings = fast_settings();
+    settings.journal = &journal;
+    OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
+    const std::size_t expected = stored == 3 ? 5 : 15;  // record 4; records 2..4
+    ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= expected; }));
+    runner.stop();
+    EXPECT_EQ(state->delivered, sequence(20 - static_cast<int>(expected), static_cast<int>(expected)));
+    EXPECT_EQ(runner.delivered(), 4u);
+    ASSERT_FALSE(state->handed.empty());
+    EXPECT_EQ(state->handed.back(), 4u);
+    EXPECT_TRUE(std::is_sorted(state->handed.begin(), state->handed.end()));
+  }
 }
 
 TEST(OutputRunner, WithoutAJournalNothingIsReplayed) {
