@@ -12,6 +12,7 @@ first=${2:-1}
 build=$(pwd)/build
 [ -x "$build/tests/crashfs" ] || { echo "build the tests first: ./run-tests.sh or cmake --build build" >&2; exit 2; }
 cd tests/integration
-LMASTER=$build/lmaster/lmaster CRASHFS=$build/tests/crashfs COUNTING_AGENT=$build/tests/counting_agent \
+LMASTER=$build/lmaster/lmaster LAGENT=$build/lagent/lagent CRASHFS=$build/tests/crashfs \
+  COUNTING_AGENT=$build/tests/counting_agent \
   PYTHONDONTWRITEBYTECODE=1 FRUCTOSA_POWER_CUTS=$cuts FRUCTOSA_POWER_CUT_SEED=$first \
   /usr/bin/python3 -m unittest -v test_power_cut 2>&1 | grep -E '^(seed|power cuts|FAIL|ERROR|OK|Ran)|Error'

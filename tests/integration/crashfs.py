@@ -129,7 +129,14 @@ class CrashFs:
                 # Busy (something still uses it): crashfs detaches its mount itself on SIGTERM.
                 self.process.terminate()
         try:
-            self.process.wait(timeout=timeout)
+            try:
+                self.process.wait(timeout=min(5, timeout))
+            except subprocess.TimeoutExpired:
+                # Unmounted here but not gone: a mount namespace made meanwhile (unshare, a
+                # container) still holds a copy of the mount, so the kernel never ends the FUSE
+                # session. SIGTERM ends it, with the live state written as at an unmount.
+                self.process.terminate()
+                self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=timeout)

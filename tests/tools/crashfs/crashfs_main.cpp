@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -150,6 +151,9 @@ int run(const Options& options) {
   fuse_session_unmount(session);
   fuse_remove_signal_handlers(session);
   fuse_session_destroy(session);
+  // A SIGTERM now (crashfs.py's, after an unmount that took long) must not cut the writing short.
+  ::signal(SIGTERM, SIG_IGN);
+  ::signal(SIGINT, SIG_IGN);
 
   // A clean unmount is a clean shutdown: the live state, as if everything had been synced. After
   // a cut the durable image is already there.
