@@ -200,6 +200,17 @@ class SystemdBootTest(unittest.TestCase):
         self.assertNotEqual(self.wait_active("lmaster"), pid)
         rows = self.wait_more_rows(rows)
 
+        # A site's group for the data (docs/security.md): a drop-in's Group=; systemd gives the
+        # state directory and what is in it that group, and lmaster's new files have it.
+        self.box.sh("mkdir -p /etc/systemd/system/lmaster.service.d && printf '[Service]\\nGroup=adm\\n' "
+                    "> /etc/systemd/system/lmaster.service.d/group.conf && systemctl daemon-reload && "
+                    "systemctl restart lmaster")
+        self.box.sh("systemctl reload lmaster")  # a file made by this lmaster
+        wait_for(lambda: self.box.out(f"stat -L -c %G {HDF5_LINK}") == "adm", 30, "a new HDF5 file of group adm")
+        self.assertEqual(self.box.out("stat -c '%U:%G %a' /var/lib/fructosa /var/lib/fructosa/journal").splitlines(),
+                         ["lmaster:adm 750", "lmaster:adm 750"])
+        rows = self.wait_more_rows(rows)
+
         # Stop: both, no process left.
         self.box.sh("systemctl stop lagent lmaster")
         self.assertEqual(self.box.sh("ps -C lagent,lmaster -o pid=", check=False).stdout.strip(), "")
