@@ -113,11 +113,11 @@ if(FRUCTOSA_BUILD_TESTS)
   # kept), the .deb (installed and purged when run as root, hence alone), the OpenRC scripts
   # run by Debian's openrc-run in a private mount namespace, the units' sandboxes (exposure
   # scores; lagent and lmaster run under their system call filters and capabilities), and the
-  # .deb's life cycle in a Debian 12 container booted with systemd as PID 1 (systemd_boot):
-  # label "container", left out of the sanitized pass (the package of a sanitized build is not
-  # what a site installs).
+  # .deb's life cycle in Debian 12 containers booted with systemd (systemd_boot) and with
+  # sysvinit + OpenRC (openrc_boot) as PID 1: label "container", left out of the sanitized pass
+  # (the package of a sanitized build is not what a site installs).
   set(FRUCTOSA_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with Debian's h5py and psutil")
-  foreach(test install deb openrc hardening systemd_boot)
+  foreach(test install deb openrc hardening systemd_boot openrc_boot)
     add_test(NAME packaging.${test}
              COMMAND ${FRUCTOSA_PYTHON} -m unittest -v test_${test}
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/packaging)
@@ -128,5 +128,5 @@ if(FRUCTOSA_BUILD_TESTS)
   set_tests_properties(packaging.deb PROPERTIES RUN_SERIAL ON)
   # Alone: a container's mount namespace starts as a copy of this machine's, FUSE mounts of
   # other tests (crashfs) included, which then cannot end while it runs.
-  set_tests_properties(packaging.systemd_boot PROPERTIES LABELS container RUN_SERIAL ON)
+  set_tests_properties(packaging.systemd_boot packaging.openrc_boot PROPERTIES LABELS container RUN_SERIAL ON)
 endif()

@@ -97,7 +97,7 @@ class OpenRCTest(unittest.TestCase):
         etc = self.path("etc")
         shutil.copytree(self.path("usr/share/fructosa/openrc"), etc)
         open(os.path.join(etc, "insserv.conf"), "w").close()  # Debian's openrc reads it
-        # `need net`: what provides it on a real system is not here.
+        # `use net`: ordered after net where something provides it (not on Debian).
         with open(os.path.join(etc, "init.d/net"), "w") as f:
             f.write("#!/sbin/openrc-run\ndepend() { provide net; }\nstart() { return 0; }\n")
         os.chmod(os.path.join(etc, "init.d/net"), 0o755)
