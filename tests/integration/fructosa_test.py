@@ -67,8 +67,9 @@ def proc_with_fixture_mounts(directory):
     return root
 
 
-def wait_for(condition, timeout=30.0, what="condition"):
-    """Polls `condition` until it returns something true; fails after `timeout` seconds."""
+def wait_for(condition, timeout=30.0, what="condition", interval=0.05):
+    """Polls `condition` every `interval` seconds until it returns something true; fails after
+    `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         result = condition()
@@ -76,7 +77,7 @@ def wait_for(condition, timeout=30.0, what="condition"):
             return result
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def alive(pid):

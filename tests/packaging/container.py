@@ -107,6 +107,18 @@ def cached_root(name, packages, depends=""):
             shutil.rmtree(work, ignore_errors=True)
 
 
+def _namespace_pids(pid):
+    """A process's PIDs from this PID namespace down to its own ("NSpid:" of its status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(n) for n in line.split()[1:]]
+    except OSError:
+        pass
+    return []
+
+
 class Container:
     """A root unpacked from a cached tarball into `directory`, booted by `boot()` as the machine
     `name` (its hostname), driven by `sh()`; `kill()` ends it (tests add it as a cleanup)."""
@@ -145,15 +157,11 @@ class Container:
         console.close()
         deadline = time.monotonic() + timeout
         while self.leader is None:
-            children = []
-            for task in os.listdir(f"/proc/{self.nspawn.pid}/task") if self.nspawn.poll() is None else []:
-                try:
-                    with open(f"/proc/{self.nspawn.pid}/task/{task}/children") as f:
-                        children += f.read().split()
-                except OSError:
-                    pass
-            if children:
-                self.leader = int(children[0])
+            # The container's init: the child of nspawn that is PID 1 of a PID namespace of its
+            # own (nspawn's short-lived helper children are not).
+            inits = [pid for pid in self._nspawn_children() if _namespace_pids(pid)[1:] == [1]]
+            if inits:
+                self.leader = inits[0]
             elif self.nspawn.poll() is not None:
                 self.nspawn = None
                 raise AssertionError(f"systemd-nspawn could not boot {self.root}:\n{self.console()[-3000:]}")
@@ -162,6 +170,16 @@ class Container:
                 raise AssertionError(f"systemd-nspawn started no init in {timeout} s:\n{self.console()[-3000:]}")
             else:
                 time.sleep(0.05)
+
+    def _nspawn_children(self):
+        children = []
+        for task in os.listdir(f"/proc/{self.nspawn.pid}/task") if self.nspawn.poll() is None else []:
+            try:
+                with open(f"/proc/{self.nspawn.pid}/task/{task}/children") as f:
+                    children += [int(pid) for pid in f.read().split()]
+            except OSError:
+                pass
+        return children
 
     def sh(self, script, check=True, timeout=120):
         """Runs `sh -c script` as root inside the container (all of its namespaces, a clean

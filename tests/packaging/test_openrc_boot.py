@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 import read_hdf5  # noqa: E402
 from container import Container, cached_root, require_containers  # noqa: E402
+from fructosa_test import wait_for  # noqa: E402
 
 BUILD_DIR = os.path.abspath(os.environ.get("BUILD_DIR", "build"))
 CPACK = os.environ.get("CPACK", "cpack")
@@ -111,14 +112,10 @@ class OpenRCBootTest(unittest.TestCase):
             self.fail(f"{message}{self.evidence()}")
 
     def poll(self, condition, what, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = condition()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                self.fail(f"expected within {timeout} s: {what}{self.evidence()}")
-            time.sleep(0.2)
+        try:
+            return wait_for(condition, timeout, what, interval=0.2)  # each look is an nsenter
+        except AssertionError as timed_out:
+            self.fail(f"{timed_out}{self.evidence()}")
 
     def sh(self, script, timeout=180):
         """`script`'s output; failing with it and the evidence when it fails."""

@@ -12,19 +12,23 @@ container's systemd computes them.
 Fails saying why where no container can be booted (container.require_containers); the first run
 makes the cached root (debootstrap, about a minute). BUILD_DIR: the built build directory, CPACK
 the cpack to use (ctest sets both)."""
+import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
-import shutil
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import container  # noqa: E402
 import read_hdf5  # noqa: E402
-from fructosa_test import wait_for  # noqa: E402
+import fructosa_test  # noqa: E402
+
+# Each look into the container is an nsenter: not every 50 ms.
+wait_for = functools.partial(fructosa_test.wait_for, interval=0.2)
 
 BUILD_DIR = os.path.abspath(os.environ.get("BUILD_DIR", "build"))
 CPACK = os.environ.get("CPACK", "cpack")
