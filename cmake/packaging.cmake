@@ -114,8 +114,8 @@ if(FRUCTOSA_BUILD_TESTS)
   # run by Debian's openrc-run in a private mount namespace, the units' sandboxes (exposure
   # scores; lagent and lmaster run under their system call filters and capabilities), and the
   # .deb's life cycle in Debian 12 containers booted with systemd (systemd_boot) and with
-  # sysvinit + OpenRC (openrc_boot) as PID 1: label "container", left out of the sanitized pass
-  # (the package of a sanitized build is not what a site installs).
+  # sysvinit + OpenRC (openrc_boot) as PID 1 (label "container"). .ci/sanitize-and-fuzz leaves
+  # them all out: the package of a sanitized build is not what a site installs.
   set(FRUCTOSA_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with Debian's h5py and psutil")
   foreach(test install deb openrc hardening systemd_boot openrc_boot)
     add_test(NAME packaging.${test}
