@@ -16,9 +16,13 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from fructosa_test import private_mount_namespace  # noqa: E402
 
 SUITE = "bookworm"
 CACHE_DIR = os.environ.get("FRUCTOSA_CONTAINER_CACHE", "/var/cache/fructosa-tests")
@@ -150,9 +154,13 @@ class Container:
         assert self.nspawn is None, "already booted"
         self.boots += 1
         console = open(os.path.join(self.directory, f"console-{self.boots}.log"), "w")
+        # In a mount namespace of its own where / is a mount point: nspawn makes / a slave mount,
+        # which fails in a chroot ("Failed to mount n/a on / (MS_REC|MS_SLAVE)"), where it is
+        # not one. The shell execs nspawn: its PID is the one Popen knows.
         self.nspawn = subprocess.Popen(
-            ["systemd-nspawn", "--quiet", "--boot", "--keep-unit", "--register=no", "--private-network",
-             f"--machine={self.name}", "--console=read-only", f"--directory={self.root}"],
+            private_mount_namespace('exec "$@"', "systemd-nspawn", "--quiet", "--boot", "--keep-unit",
+                                    "--register=no", "--private-network", f"--machine={self.name}",
+                                    "--console=read-only", f"--directory={self.root}"),
             stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
         console.close()
         deadline = time.monotonic() + timeout
@@ -185,8 +193,11 @@ class Container:
         """Runs `sh -c script` as root inside the container (all of its namespaces, a clean
         environment); returns the CompletedProcess, failing on a non-zero exit with `check`."""
         assert self.leader is not None, "not booted"
-        result = subprocess.run(["nsenter", f"--target={self.leader}", "--all", "--", "/usr/bin/env", "-i",
-                                 "PATH=" + PATH, "LANG=C.UTF-8", "TERM=dumb", "/bin/sh", "-c", script],
+        # --root: the init's root directory, not the namespace's root mount (they differ where
+        # nspawn ran in a chroot).
+        result = subprocess.run(["nsenter", f"--target={self.leader}", "--all", "--root", "--wd", "--",
+                                 "/usr/bin/env", "-i", "PATH=" + PATH, "LANG=C.UTF-8", "TERM=dumb", "/bin/sh", "-c",
+                                 script],
                                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(f"in the container, `{script}` exited with {result.returncode}:\n"
