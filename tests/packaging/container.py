@@ -224,9 +224,12 @@ class Container:
         (what nsenter started too), then systemd-nspawn exits."""
         if self.nspawn is None:
             return
-        if self.leader is not None:
+        # The init found at boot, and any other child of nspawn that is PID 1 of its namespace (a
+        # boot that failed before the init was found): killing nspawn alone would orphan it.
+        inits = {pid for pid in self._nspawn_children() if _namespace_pids(pid)[1:] == [1]}
+        for pid in inits | ({self.leader} if self.leader is not None else set()):
             try:
-                os.kill(self.leader, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         try:
