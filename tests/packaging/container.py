@@ -13,6 +13,7 @@ The cache: FRUCTOSA_CONTAINER_CACHE, by default /var/cache/fructosa-tests (a roo
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -121,6 +122,34 @@ def _namespace_pids(pid):
     except OSError:
         pass
     return []
+
+
+def packages(build_dir, cpack, out, extra_tree=None):
+    """(package, upgrade, Depends): the build directory's .deb (cpack), unpacked and built again
+    with `extra_tree(tree)` applied (None: as it is) and then as version <version>+upgrade, the
+    same programs under a newer version. Written into `out`."""
+    def run(args):
+        result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited with {result.returncode}:\n{result.stdout}{result.stderr}")
+        return result.stdout
+    run([cpack, "-G", "DEB", "--config", os.path.join(build_dir, "CPackConfig.cmake"), "-B", out])
+    built = [os.path.join(out, n) for n in os.listdir(out) if n.endswith(".deb")][0]
+    tree = os.path.join(out, "tree")
+    run(["dpkg-deb", "-R", built, tree])
+    if extra_tree:
+        extra_tree(tree)
+    version = run(["dpkg-deb", "-f", built, "Version"]).strip()
+    control = os.path.join(tree, "DEBIAN", "control")
+    debs = []
+    for new_version in (version, version + "+upgrade"):
+        with open(control) as f:
+            text = f.read()
+        with open(control, "w") as f:
+            f.write(re.sub(r"(?m)^Version: .*$", f"Version: {new_version}", text))
+        debs.append(os.path.join(out, f"fructosa_{new_version}_test.deb"))
+        run(["dpkg-deb", "--root-owner-group", "-b", tree, debs[-1]])
+    return debs[0], debs[1], run(["dpkg-deb", "-f", built, "Depends"]).strip()
 
 
 class Container:

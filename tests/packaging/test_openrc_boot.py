@@ -17,11 +17,9 @@ What differs from a real machine, and why:
 - Powering off: `poweroff` works (sysvinit runs `rc 0`, OpenRC stops the services and halt's
   reboot(2) ends the PID namespace, which nspawn reports as a power-off).
 BUILD_DIR is the built build directory, CPACK the cpack to use (ctest sets both)."""
-import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 sys.path.insert(0, HERE)
 import read_hdf5  # noqa: E402
-from container import Container, cached_root, require_containers  # noqa: E402
+from container import Container, cached_root, packages, require_containers  # noqa: E402
 from fructosa_test import wait_for  # noqa: E402
 
 BUILD_DIR = os.path.abspath(os.environ.get("BUILD_DIR", "build"))
@@ -46,37 +44,15 @@ SERVICES = ("lagent", "lmaster", "fructosa")
 APT = "DEBIAN_FRONTEND=noninteractive apt-get -y -q"
 
 
-def run(args):
-    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} exited with {result.returncode}:\n{result.stdout}{result.stderr}")
-    return result.stdout
-
-
-def openrc_packages(out):
-    """(package, upgrade package, Depends): the build directory's .deb with the scripts in
-    /etc/init.d and /etc/conf.d, as a FRUCTOSA_INSTALL_OPENRC=ON build makes it, and the same
-    with Version <version>+upgrade."""
-    run([CPACK, "-G", "DEB", "--config", os.path.join(BUILD_DIR, "CPackConfig.cmake"), "-B", out])
-    built = glob.glob(os.path.join(out, "fructosa_*.deb"))[0]
-    tree = os.path.join(out, "tree")
-    run(["dpkg-deb", "-R", built, tree])
-    if not os.path.exists(os.path.join(tree, "etc/init.d/lagent")):
-        for kind in ("init.d", "conf.d"):
-            shutil.copytree(os.path.join(tree, "usr/share/fructosa/openrc", kind), os.path.join(tree, "etc", kind))
-        with open(os.path.join(tree, "DEBIAN/conffiles"), "a") as f:
-            f.writelines(f"/etc/{kind}/{service}\n" for service in SERVICES for kind in ("init.d", "conf.d"))
-    version = run(["dpkg-deb", "-f", built, "Version"]).strip()
-    debs = []
-    for new_version in (version, version + "+upgrade"):
-        control = os.path.join(tree, "DEBIAN/control")
-        with open(control) as f:
-            text = re.sub(r"(?m)^Version: .*$", f"Version: {new_version}", f.read())
-        with open(control, "w") as f:
-            f.write(text)
-        debs.append(os.path.join(out, f"fructosa_{new_version}_amd64.deb"))
-        run(["dpkg-deb", "--root-owner-group", "-b", tree, debs[-1]])
-    return debs[0], debs[1], run(["dpkg-deb", "-f", built, "Depends"]).strip()
+def with_openrc_scripts(tree):
+    """The package as a FRUCTOSA_INSTALL_OPENRC=ON build makes it: the scripts in /etc/init.d and
+    /etc/conf.d too, conffiles (a build here has them in /usr/share/fructosa/openrc only)."""
+    if os.path.exists(os.path.join(tree, "etc/init.d/lagent")):
+        return
+    for kind in ("init.d", "conf.d"):
+        shutil.copytree(os.path.join(tree, "usr/share/fructosa/openrc", kind), os.path.join(tree, "etc", kind))
+    with open(os.path.join(tree, "DEBIAN/conffiles"), "a") as f:
+        f.writelines(f"/etc/{kind}/{service}\n" for service in SERVICES for kind in ("init.d", "conf.d"))
 
 
 class OpenRCBootTest(unittest.TestCase):
@@ -84,7 +60,7 @@ class OpenRCBootTest(unittest.TestCase):
     def setUpClass(cls):
         out = tempfile.mkdtemp(prefix="fructosa-openrc-debs-")
         cls.addClassCleanup(shutil.rmtree, out, ignore_errors=True)
-        cls.deb, cls.upgrade, cls.depends = openrc_packages(out)
+        cls.deb, cls.upgrade, cls.depends = packages(BUILD_DIR, CPACK, out, with_openrc_scripts)
 
     def setUp(self):
         require_containers(self)

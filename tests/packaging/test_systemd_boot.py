@@ -16,7 +16,6 @@ import functools
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -39,32 +38,12 @@ HDF5_LINK = "/var/lib/fructosa/fructosa.h5"
 LMASTER_CONF = "/etc/fructosa/lmaster.conf"
 
 
-def build_packages(out):
-    """The package, and the same programs as a newer version (an upgrade); their paths."""
-    subprocess.run([CPACK, "-G", "DEB", "--config", os.path.join(BUILD_DIR, "CPackConfig.cmake"), "-B", out],
-                   check=True, capture_output=True)
-    deb = [os.path.join(out, n) for n in os.listdir(out) if n.endswith(".deb")][0]
-    tree = os.path.join(out, "upgrade")
-    subprocess.run(["dpkg-deb", "-R", deb, tree], check=True)
-    control = os.path.join(tree, "DEBIAN", "control")
-    with open(control) as f:
-        text = f.read()
-    version = re.search(r"^Version: (.+)$", text, re.M).group(1)
-    with open(control, "w") as f:
-        f.write(text.replace(f"Version: {version}", f"Version: {version}+upgrade"))
-    upgrade = os.path.join(out, "fructosa-upgrade.deb")
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", tree, upgrade], check=True, capture_output=True)
-    return deb, upgrade
-
-
 class SystemdBootTest(unittest.TestCase):
     def setUp(self):
         container.require_containers(self)
         self.work = tempfile.mkdtemp(prefix="fructosa-systemd-")
         self.addCleanup(shutil.rmtree, self.work, ignore_errors=True)
-        self.deb, self.upgrade = build_packages(self.work)
-        depends = subprocess.run(["dpkg-deb", "-f", self.deb, "Depends"], check=True, capture_output=True,
-                                 text=True).stdout.strip()
+        self.deb, self.upgrade, depends = container.packages(BUILD_DIR, CPACK, self.work)
         tarball = container.cached_root("systemd", ["systemd", "systemd-sysv", "procps"], depends)
         self.host = "fructosa-node-" + os.urandom(4).hex()
         self.box = container.Container(tarball, os.path.join(self.work, "machine"), self.host)
