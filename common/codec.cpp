@@ -373,16 +373,48 @@ std::uint32_t AgentDictionary::series_index(std::uint32_t sensor, const std::str
   return index;
 }
 
+void AgentDictionary::sample_series(std::uint32_t sensor, const Sample& sample, DictionaryUpdate& update) {
+  series_scratch_.clear();
+  if (samples_in_batch_.size() <= sensor) samples_in_batch_.resize(sensor + 1, 0);
+  std::uint32_t nth = samples_in_batch_[sensor]++;
+  if (nth >= kMaxShapesPerSensor) {  // bounded: beyond, every key is looked up
+    for (const auto& metric : sample.metrics)
+      series_scratch_.push_back(series_index(sensor, sample.sensor, metric.key, update));
+    return;
+  }
+  if (shapes_.size() <= sensor) shapes_.resize(sensor + 1);
+  auto& shapes = shapes_[sensor];
+  if (shapes.size() <= nth) shapes.resize(nth + 1);
+  SampleShape& shape = shapes[nth];
+  const std::size_t count = sample.metrics.size();
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::string& key = sample.metrics[k].key;
+    if (k < shape.keys.size() && shape.keys[k] == key) {
+      series_scratch_.push_back(shape.series[k]);
+      continue;
+    }
+    auto index = series_index(sensor, sample.sensor, key, update);
+    series_scratch_.push_back(index);
+    if (k < shape.keys.size()) {
+      shape.keys[k] = key;
+      shape.series[k] = index;
+    } else {
+      shape.keys.push_back(key);
+      shape.series.push_back(index);
+    }
+  }
+}
+
 void AgentDictionary::encode_batch(std::uint64_t sequence, const std::vector<Sample>& samples,
                                    std::vector<Bytes>& out) {
   DictionaryUpdate update;
   update.first_sensor = static_cast<std::uint32_t>(sensors_.size());
   update.first_series = static_cast<std::uint32_t>(series_.size());
   CompactBatchWriter blob(memory_, samples.size());
+  std::fill(samples_in_batch_.begin(), samples_in_batch_.end(), 0);
   for (const Sample& in : samples) {
     auto sensor = sensor_index(in.sensor, update);
-    series_scratch_.clear();
-    for (const auto& metric : in.metrics) series_scratch_.push_back(series_index(sensor, in.sensor, metric.key, update));
+    sample_series(sensor, in, update);
     blob.add(in, sensor, series_scratch_);
   }
   capnp::MallocMessageBuilder builder;

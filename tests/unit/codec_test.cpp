@@ -142,6 +142,51 @@ TEST(Codec, NamesTravelOnceThenOnlyNewOnes) {
   EXPECT_EQ(sample.metrics[1].value, 7);
 }
 
+// The agent remembers each sensor's keys at their places from the batch before (per n-th sample
+// of the sensor in a batch); keys that move, change, or come in a sample more or less must still
+// reach the master under their own names.
+TEST(Codec, KeysThatMoveOrChangeBetweenBatchesKeepTheirNames) {
+  AgentDictionary agent = make_dictionary();
+  MasterDictionary master;
+  auto round_trip = [&](std::uint64_t sequence, const std::vector<Sample>& samples) {
+    std::vector<Bytes> messages;
+    agent.encode_batch(sequence, samples, messages);
+    std::vector<Sample> got;
+    for (const auto& bytes : messages) {
+      Message message = decode(bytes.data(), bytes.size());
+      if (message.type == MessageType::dictionary) {
+        master.apply(message.dictionary);
+        continue;
+      }
+      master.unpack(message);
+      for (const auto& wire : message.samples) got.push_back(master.resolve(wire, "node07"));
+    }
+    return got;
+  };
+  auto keys_and_values = [](const Sample& sample) {
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& metric : sample.metrics) out.emplace_back(metric.key, metric.value);
+    return out;
+  };
+  std::vector<std::vector<Sample>> batches{
+      {make_sample("Disk", 1, {{"read", 1}, {"write", 2}}), make_sample("Disk", 1, {{"read", 3}, {"write", 4}})},
+      // swapped keys in the first sample, one key less in the second, a third sample
+      {make_sample("Disk", 2, {{"write", 5}, {"read", 6}}), make_sample("Disk", 2, {{"read", 7}}),
+       make_sample("Disk", 2, {{"busy", 8}, {"read", 9}})},
+      // a new key where an old one was, and back to the first shape
+      {make_sample("Disk", 3, {{"busy", 10}, {"write", 11}}), make_sample("Disk", 3, {{"read", 12}, {"write", 13}})},
+      {make_sample("Disk", 4, {{"read", 14}, {"write", 15}}), make_sample("Disk", 4, {{"read", 16}, {"write", 17}})},
+  };
+  std::uint64_t sequence = 0;
+  for (const auto& batch : batches) {
+    auto got = round_trip(++sequence, batch);
+    ASSERT_EQ(got.size(), batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i)
+      EXPECT_EQ(keys_and_values(got[i]), keys_and_values(batch[i])) << "batch " << sequence << ", sample " << i;
+  }
+  EXPECT_EQ(master.series().size(), 3u);  // read, write, busy: each named once
+}
+
 TEST(Codec, UnknownIndicesAndGapsAreProtocolErrors) {
   AgentDictionary agent = make_dictionary();
   std::vector<Bytes> messages;
