@@ -6,7 +6,7 @@ Usage:
                                [--warmup S] [--window W] [--interval S] [--threads T]
                                [--relay-start P] [--relay-factor F] [--relay-seconds S]
                                [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
-                               [--no-hdf5] [--hdf5-layout L] [--prometheus] [--lmaster PATH] [--master-load PATH]
+                               [--no-hdf5] [--hdf5-layout L] [--rotate-age S] [--prometheus] [--lmaster PATH] [--master-load PATH]
                                [--carbon-sink PATH] [--remote-write-sink PATH] [--json FILE]
 
 (a) lmaster with [hdf5] (in a temporary directory) and [Graphite] pickle to a counting
@@ -143,6 +143,18 @@ class ProcessMonitor:
         spread = sum((t - mean_t) ** 2 for t, _ in points)
         return 3600.0 * sum((t - mean_t) * (m - mean_m) for t, m in points) / spread if spread else None
 
+    def rss_periods(self, start, end, period):
+        """(peak, last) RSS in MiB of each whole `period` seconds of [start, end]: with the HDF5
+        files rotated every period, flat peaks say that what a file costs goes with it."""
+        periods = []
+        t = start
+        while t + period <= end + 1e-6:
+            inside = [kib / 1024.0 for when, kib in self.rss if t <= when < t + period]
+            if inside:
+                periods.append((max(inside), inside[-1]))
+            t += period
+        return periods
+
     def cpu_between(self, start, end):
         return interpolate(self.cpu, end) - interpolate(self.cpu, start)
 
@@ -253,7 +265,8 @@ def measure_lmaster(options, directory):
         with open(config, "w") as f:
             f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\ndata_dir = {data}/data\n"
                     + ("" if options.no_hdf5 else
-                       f"[hdf5]\npath = {data}/hdf5/fructosa.h5\nlayout = {options.hdf5_layout}\n") +
+                       f"[hdf5]\npath = {data}/hdf5/fructosa.h5\nlayout = {options.hdf5_layout}\n"
+                       + (f"rotate_age = {options.rotate_age}\n" if options.rotate_age else "")) +
                     f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\nprotocol = pickle\n"
                     + (f"[prometheus]\nurl = http://127.0.0.1:{prom.port}/api/v1/write\n" if prom else ""))
         err_path = os.path.join(directory, "lmaster.err")
@@ -270,6 +283,7 @@ def measure_lmaster(options, directory):
 
         port = wait_for(listening, 60, "lmaster to listen")
         monitor = ProcessMonitor(lmaster.pid)
+        sink_monitor = ProcessMonitor(sink.process.pid)
         pace = ["--interval", str(options.interval)] if options.interval else ["--interval", "0"]
         # The latency percentiles of the measurement window (master_load's, give or take the
         # milliseconds it takes to start), apart from the start of N connections in the warm-up.
@@ -291,6 +305,8 @@ def measure_lmaster(options, directory):
         start, end = load["window_start_unix"], load["window_end_unix"]
         cpu_s = monitor.cpu_between(start, end)
         sink_window = sink.matched_at(end) - sink.matched_at(start)
+        sink_monitor.stop()
+        sink_cpu_s = sink_monitor.cpu_between(start, end)
         outputs = {}
         for name, output_sink in (("graphite", sink), ("prometheus", prom)):
             if output_sink is None:
@@ -326,8 +342,10 @@ def measure_lmaster(options, directory):
             "difference": final.get("matched", delivered) - load["points_acked"],
             "cpu_percent": 100.0 * cpu_s / options.seconds,
             "cpu_ns_per_point": 1e9 * cpu_s / window_acked if window_acked else None,
+            "sink_cpu_ns_per_point": 1e9 * sink_cpu_s / sink_window if sink_window else None,
             "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
             "rss_slope_mib_per_hour": monitor.rss_slope(start, end),
+            "rss_per_rotation_mib": monitor.rss_periods(start, end, options.rotate_age) if options.rotate_age else None,
             "latency_p50_s": final.get("window_latency_s", {}).get("p50"),
             "latency_p99_s": final.get("window_latency_s", {}).get("p99"),
             "latency_max_s": final.get("window_latency_s", {}).get("max"),
@@ -470,10 +488,22 @@ def print_table(options, lmaster, relay):
             print(f"{'HDF5 bytes per point':26} {fmt(lmaster['hdf5_bytes_per_point'], '.2f'):>14} "
                   f"(layout = {options.hdf5_layout})")
             print(f"{'HDF5 behind at stop':26} {lmaster['hdf5_behind_at_stop']:>14,} points (kept in the journal)")
+        if lmaster.get("rss_per_rotation_mib"):
+            print(f"RSS per {options.rotate_age:g} s HDF5 file (peak/last, MiB): " +
+                  ", ".join(f"{peak:.0f}/{last:.0f}" for peak, last in lmaster["rss_per_rotation_mib"]))
         print(f"{'lmaster stop, s':26} {fmt(lmaster['lmaster_stop_s'], '.1f'):>14}")
         print(f"{'latency p50/p99, whole run':26} {fmt(lmaster['run_latency_p50_s'], '.3f'):>7}/"
               f"{fmt(lmaster['run_latency_p99_s'], '.3f')} s (warm-up included)")
         print(f"{'sink points/s (lmaster)':26} {fmt(lmaster['sink_points_per_s'], ',.0f'):>14}")
+        # Flat out the three processes share the machine's CPUs: its points/s is about the CPUs
+        # over what the three spend per point, whatever part lmaster's is.
+        parts = [lmaster.get("cpu_ns_per_point"), lmaster.get("generator_cpu_ns_per_point"),
+                 lmaster.get("sink_cpu_ns_per_point")]
+        if all(parts):
+            total = sum(parts)
+            print(f"CPU ns per point: lmaster {parts[0]:,.0f} + master_load {parts[1]:,.0f} + carbon_sink "
+                  f"{parts[2]:,.0f} = {total:,.0f}; {os.cpu_count()} CPUs / that = "
+                  f"{os.cpu_count() * 1e9 / total:,.0f} points/s")
         print(f"acknowledged {lmaster['points_acked']:,} points, the sink got {lmaster['points_at_sink']:,} "
               f"(difference {lmaster['difference']:+,})")
         for name, figures in lmaster.get("outputs", {}).items():
@@ -519,6 +549,9 @@ def main():
                         help="lmaster run with the [prometheus] output too, to BUILD/bench/remote_write_sink")
     parser.add_argument("--hdf5-layout", choices=["per_host", "per_sensor"], default="per_sensor",
                         help="[hdf5] layout (default per_sensor, the layout for many hosts)")
+    parser.add_argument("--rotate-age", type=float, default=0,
+                        help="[hdf5] rotate_age (default: lmaster's, 3600 s); the report then gives the RSS "
+                             "peak of each such period of the window")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--lmaster-only", action="store_true")
     group.add_argument("--relay-only", action="store_true")
