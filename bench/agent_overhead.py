@@ -148,6 +148,7 @@ class Bench:
         self.files = []
         self.cgroup2 = None  # the cgroup2 mount point of --cgroup2
         self.cgroup2_root = None  # this run's cgroup in it, the jobs' cgroup_root
+        self.affinity = {}  # name -> CPUs the program (all its threads) runs on (os_noise.py --peer-cpus)
 
     def path(self, *names):
         return os.path.join(self.dir, *names)
@@ -161,7 +162,11 @@ class Bench:
         out = open(self.path(name + ".out"), "w")
         err = open(self.path(name + ".err"), "w")
         self.files += [out, err]
-        self.processes[name] = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        cpus = self.affinity.get(name)
+        # Set in the child before exec: every thread the program starts inherits it.
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        self.processes[name] = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                                preexec_fn=pin)
         return self.processes[name]
 
     def check_running(self):

@@ -3,7 +3,7 @@
 
 Usage:
   /usr/bin/python3 bench/os_noise.py [--seconds 60] [--warmup 5] [--quantum-us 100] [--cpus LIST]
-                                     [--phases baseline,lagent,collectd,node_exporter]
+                                     [--peer-cpus LIST] [--phases baseline,lagent,collectd,node_exporter]
                                      [--lagent PATH] [--lmaster PATH] [--os-noise PATH] [--keep]
 
 bench/os_noise (build/bench/os_noise) runs one thread pinned to each CPU of --cpus (default: all,
@@ -22,6 +22,10 @@ Phases, one after the other, each after --warmup seconds of its programs running
     Interval 1; the sink is a thread of this script, running during this phase;
   - node_exporter: prometheus-node-exporter with its defaults, scraped every second by a thread
     of this script (as Prometheus would), running during this phase.
+--peer-cpus LIST puts what the daemons talk to on those CPUs (lmaster, this script with collectd's
+sink and node_exporter's scraper), and the daemons and os_noise on the others: on a compute node
+the master and the Prometheus server are other machines, and lmaster's receiving counts then in
+no phase. Without it every program may run on every CPU.
 The programs are started exactly as bench/agent_overhead.py starts them (its Bench class), on
 127.0.0.1 with ephemeral ports, in a temporary directory per phase (removed unless --keep), and
 stopped by PID at the end of their phase. collectd's and node_exporter's phases are skipped,
@@ -44,6 +48,7 @@ the target: <= 2 wake-ups per instant when all sensors share it), collectd's int
 node_exporter's scrapes. This script's own threads are listed too (the sink, the scraper).
 """
 import argparse
+import glob
 import math
 import os
 import platform
@@ -117,6 +122,25 @@ def machine():
             f"Linux {platform.release()}")
 
 
+def cpu_list(text):
+    """{0, 2, 3} from "0,2-3"."""
+    cpus = set()
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def allowed_cpus(pid):
+    """The CPUs any thread of `pid` may run on, as a list such as "0" or "0-1" (sched affinity)."""
+    lists = set()
+    for status in glob.glob(f"/proc/{pid}/task/*/status"):
+        match = re.search(r"^Cpus_allowed_list:\s*(\S+)", read_text(status), re.M)
+        if match:
+            lists.add(match.group(1))
+    return ",".join(sorted(lists)) or "?"
+
+
 def load_average():
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
@@ -180,6 +204,12 @@ def bench_args(args):
 def run_phase(args, phase, noise):
     """Starts the phase's programs as agent_overhead.py does, waits --warmup s, runs os_noise."""
     bench = agent_overhead.Bench(bench_args(args))
+    if args.peer_cpus:
+        # The daemon on the measured CPUs only, its peers (lmaster; this script's sink and
+        # scraper threads, pinned in main()) on the others: as on a compute node whose master
+        # and Prometheus server are other machines.
+        bench.affinity = {"lmaster": args.peer_set, "lagent": args.measured_set, "collectd": args.measured_set,
+                          "node_exporter": args.measured_set}
     sink = scraper = None
     watched = {}
     try:
@@ -201,7 +231,9 @@ def run_phase(args, phase, noise):
             time.sleep(args.warmup)
         bench.check_running()
         load = load_average()
+        allowed = {name: allowed_cpus(pid) for name, pid in watched.items()}
         result = noise.run(watched)
+        result["allowed"] = allowed
         bench.check_running()
         result["load"] = load
     finally:
@@ -245,6 +277,7 @@ def print_phase(phase, result, baseline):
     print(f"CPU time in the window (s, 10 ms ticks): os_noise {cpu['os_noise']:.2f}, this phase's processes "
           f"(with this script) {cpu['programs']:.2f}, hypervisor steal {cpu['steal']:.2f}, interrupts {cpu['irq']:.2f}, anything else on the machine {others:.2f} "
           f"(of {result['window'] * os.cpu_count():.2f} CPU-s)")
+    print("CPUs allowed (all threads): " + ", ".join(f"{name} {cpus}" for name, cpus in result["allowed"].items()))
     print("wake-ups (voluntary + involuntary context switches, all threads, over the window):")
     print(f"  {'process':<14} {'thread':<18} {'tid':>8} {'voluntary':>9} {'involuntary':>11} {'per s':>8} "
           f"{'per sample':>10}")
@@ -365,8 +398,25 @@ def main():
                         help="the os_noise program (default: bench/os_noise of lagent's build directory)")
     parser.add_argument("--batch-interval", type=float, default=0, metavar="S",
                         help="lagent's [lagent] batch_interval (default 0: a batch per round)")
+    parser.add_argument("--peer-cpus", default="", metavar="LIST",
+                        help="CPUs for what a daemon talks to (lmaster, this script with its Graphite sink and "
+                             "scraper), e.g. 0; the daemon itself and os_noise (unless --cpus) get the others")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories (logs, configs)")
     args = parser.parse_args()
+    args.peer_set = args.measured_set = None
+    if args.peer_cpus:
+        try:
+            args.peer_set = cpu_list(args.peer_cpus)
+        except ValueError:
+            parser.error(f"--peer-cpus {args.peer_cpus}: a list such as 0 or 0,2 or 0-1")
+        online = os.sched_getaffinity(0)
+        args.measured_set = cpu_list(args.cpus) if args.cpus else online - args.peer_set
+        if not args.peer_set <= online or not args.measured_set or args.measured_set & args.peer_set:
+            parser.error(f"--peer-cpus {args.peer_cpus}: CPUs of this machine ({sorted(online)}), leaving some "
+                         "for os_noise and the daemon, and none shared with --cpus")
+        if not args.cpus:
+            args.cpus = ",".join(str(cpu) for cpu in sorted(args.measured_set))
+        os.sched_setaffinity(0, args.peer_set)  # this script and the threads it starts
     phases = [phase.strip() for phase in args.phases.split(",") if phase.strip()]
     if not phases or any(phase not in PHASES for phase in phases):
         parser.error(f"--phases: a subset of {','.join(PHASES)}")
@@ -385,6 +435,7 @@ def main():
     command += (["--cpus", args.cpus] if args.cpus else []) + ["--phases", ",".join(phases)]
     command += ["--lagent", args.lagent, "--lmaster", args.lmaster, "--os-noise", args.os_noise]
     command += ["--batch-interval", f"{args.batch_interval:g}"] if args.batch_interval else []
+    command += ["--peer-cpus", args.peer_cpus] if args.peer_cpus else []
     print("command: " + shlex.join(command))
     print(f"machine: {machine()}; load average at start {load_average()}")
 

@@ -83,5 +83,26 @@ class OsNoiseBenchTest(unittest.TestCase):
         self.assertEqual(len(re.findall(r"os_noise: cpu=", result.stdout)), 2, result.stdout)  # one CPU + all
 
 
+    @unittest.skipIf(len(os.sched_getaffinity(0)) < 2, "--peer-cpus needs 2 CPUs to split")
+    def test_peer_cpus_keep_lmaster_and_this_script_off_the_measured_cpus(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        peer, measured = str(cpus[0]), ",".join(str(cpu) for cpu in cpus[1:])
+        result = subprocess.run(["/usr/bin/python3", BENCH, "--seconds", "1", "--warmup", "1", "--phases",
+                                 "baseline,lagent", "--peer-cpus", peer, "--lagent", LAGENT, "--lmaster", LMASTER,
+                                 "--os-noise", OS_NOISE],
+                                capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        out = result.stdout
+        self.assertEqual(result.returncode, 0, out + result.stderr)
+        self.assertIn(f"--peer-cpus {peer}", out)
+        self.assertRegex(out, rf"one thread pinned to each CPU of {re.escape(measured)},")
+        # Read from /proc/<pid>/task/*/status of the running programs, not from the options.
+        lagent_phase = out[out.index("== phase lagent"):]
+        allowed = re.search(r"^CPUs allowed \(all threads\): (.*)$", lagent_phase, re.M).group(1)
+        expected = measured if len(cpus) == 2 else f"{cpus[1]}-{cpus[-1]}"
+        self.assertIn(f"lagent {expected}", allowed)
+        self.assertIn(f"lmaster {peer}", allowed)
+        self.assertIn(f"os_noise.py {peer}", allowed)
+
+
 if __name__ == "__main__":
     unittest.main()
