@@ -125,11 +125,23 @@ void encode_sample(const Sample& in, std::uint32_t sensor, const std::vector<std
   };
   const std::size_t tags_at = out.size();
   out.append((n + 3) / 4, '\0');
-  std::vector<double> values(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    values[i] = in.metrics[i].value;
-    unsigned tag = encode_value(values[i], last_value(i), out);
+  auto set_tag = [&](std::size_t i, unsigned tag) {
     out[tags_at + i / 4] = static_cast<char>(static_cast<unsigned char>(out[tags_at + i / 4]) | tag << (2 * (i % 4)));
+  };
+  if (same_series) {
+    // The usual case: the values replace the last ones in place (no vector made per sample).
+    for (std::size_t i = 0; i < n; ++i) {
+      double value = in.metrics[i].value;
+      set_tag(i, encode_value(value, last.values[i], out));
+      last.values[i] = value;
+    }
+  } else {
+    std::vector<double> values(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      values[i] = in.metrics[i].value;
+      set_tag(i, encode_value(values[i], last_value(i), out));
+    }
+    last.values = std::move(values);
   }
   if (!in.labels.empty() && !same_labels) {
     put_varint(out, in.labels.size());
@@ -139,7 +151,6 @@ void encode_sample(const Sample& in, std::uint32_t sensor, const std::vector<std
     }
   }
   if (!same_series) last.series = series;
-  last.values = std::move(values);
   if (!same_labels) last.labels = in.labels;
 }
 
@@ -267,9 +278,9 @@ WireSample decode_sample(Reader& in, ConnectionMemory& memory) {
     }
   }
   if (!last) last = &memory.last[{out.sensor, out.job}];
-  last->series = out.series;
+  if (!same_series) last->series = out.series;  // else: they are the same already
   last->values = out.values;
-  last->labels = out.labels;
+  if (!(flags & kSameLabels)) last->labels = out.labels;
   return out;
 }
 
