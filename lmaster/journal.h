@@ -12,7 +12,8 @@
 //   <20-digit first record id>.journal  a SegmentLog (common/segment_log.h: framing, recovery,
 //                                        fsyncs) of records: magic "FJR1", id, count = points;
 //                                        payload: u32 marks, each (text host, u64 session,
-//                                        u64 sequence), then the samples (encode_samples)
+//                                        u64 sequence), then the samples (encode_samples:
+//                                        journal.cpp gives both versions' layouts)
 //   <output>.position                   the last record id that output delivered
 //   sessions.json                       the dedup state and next id, saved before segments go
 // in this machine's byte order (a journal never leaves the host). Past journal_max_bytes the
