@@ -46,9 +46,9 @@ const OptionTable& agent_options() {
       {.name = "heartbeat_interval", .type = OptionType::real, .default_value = "5",
        .help = "seconds between heartbeats when no batch was sent", .min = 0.1, .max = 3600},
       {.name = "batch_interval", .type = OptionType::real, .default_value = "0",
-       .help = "seconds a round's readings may wait in memory to leave with later rounds' as one batch "
-               "(0: each round is sent at once); fewer wake-ups of lagent's and lmaster's threads, and at "
-               "most this much is lost if lagent is killed",
+       .help = "seconds a round's readings may wait to be sent with later rounds' (0: each round is sent at "
+               "once); they are spooled at once, so nothing is lost if lagent is killed: only their sending "
+               "waits, and they leave together, waking lagent's and lmaster's threads less often",
        .min = 0, .max = 60},
       {.name = "max_unacked_batches", .type = OptionType::integer, .default_value = "1000",
        .help = "batches sent and not yet acknowledged at most (memory); the others wait in the spool",

@@ -21,7 +21,8 @@ namespace {
 using Clock = LinkClock;
 
 // How long a spooled batch may wait to be taken (or handed over) before the spool makes it
-// durable itself (agent_spool.h, Durability): taken batches are never flushed.
+// durable itself (agent_spool.h, Durability): taken batches are never flushed. With
+// batch_interval, batch_interval more (State::sync_delay).
 constexpr auto kSpoolSyncDelay = std::chrono::seconds(1);
 // A round due this soon after a sync deadline reads lmaster's acknowledgements before the sync
 // would run (Sender::deliver): what they free needs no flush, and the sender's thread is not
@@ -41,10 +42,20 @@ void drain(int fd) {
 
 struct Sender::State final : LinkEvents {
   State(SenderSettings settings_in, std::unique_ptr<Link> link_in)
-      : settings(std::move(settings_in)), link(std::move(link_in)) {}
+      : settings(std::move(settings_in)),
+        link(std::move(link_in)),
+        batch_interval(seconds(settings.batch_interval)),
+        sync_delay(kSpoolSyncDelay + batch_interval) {}
 
   const SenderSettings settings;
   const std::unique_ptr<Link> link;
+  const Clock::duration batch_interval;
+  // A batch held by batch_interval is handed to the link within batch_interval of its append
+  // (deliver()'s rule): counted from the append, the spool's sync then gives it the same second
+  // for its acknowledgement as a batch sent at once, and no batch is flushed (nor the sender
+  // thread woken) for merely waiting its turn. Only a batch that cannot be sent (lmaster away)
+  // is flushed batch_interval later than without batching: a power cut's window, not a kill's.
+  const Clock::duration sync_delay;
 
   // Everything below `link_mutex` is used by whoever holds it: the sender's thread, or a reading
   // thread handing over its round (deliver()).
@@ -55,6 +66,8 @@ struct Sender::State final : LinkEvents {
   std::vector<Sample> incoming;
   Clock::time_point first_incoming;  // when `incoming` got its first sample
   bool incoming_complete = false;    // send_queued(): no need to wait for more
+  // A round queued by Sender::deliver() (the sender was busy): when the next one is due.
+  Clock::time_point incoming_next_round = Clock::time_point::max();
   bool stopping = false;
   double linger = 0;
   int wake_fd = -1;
@@ -71,6 +84,17 @@ struct Sender::State final : LinkEvents {
   std::vector<Sample> pending;
   Clock::time_point first_pending;
   bool pending_complete = false;  // send it without waiting batch_delay
+  Clock::time_point pending_next_round = Clock::time_point::max();  // a queued round's (incoming_next_round)
+  // batch_interval: batches spooled, each under its own number, and not sent yet; they leave
+  // together, back to back, with their samples kept here so that sending them reads nothing back.
+  struct HeldBatch {
+    std::uint64_t sequence;
+    std::vector<Sample> samples;
+  };
+  std::vector<HeldBatch> held;
+  std::size_t held_samples = 0;
+  Clock::time_point first_held;    // when the oldest of them was spooled
+  bool go_counted = false;         // counters.sends counted this wake-up (or round) already
   Clock::time_point incoming_due = Clock::time_point::max();
   bool link_started = false;  // the spool is open and the link greeted its destination
   bool stop_seen = false;
@@ -104,6 +128,9 @@ struct Sender::State final : LinkEvents {
       return;
     pending_complete = pending_complete || incoming_complete;
     incoming_complete = false;
+    if (incoming_next_round != Clock::time_point::max()) next_round = incoming_next_round;
+    pending_next_round = incoming_next_round;
+    incoming_next_round = Clock::time_point::max();
     if (pending.empty()) {
       first_pending = first_incoming;
       pending.swap(incoming);  // both keep their capacity from round to round
@@ -124,22 +151,24 @@ struct Sender::State final : LinkEvents {
   }
 
   // Hands batch `sequence` to the link. next_to_send moves first: the link may call
-  // send_again() from within send().
+  // send_again() from within send(). Batches handed in one round or wake-up count as one send.
   void hand_over(std::uint64_t sequence, std::vector<Sample>& samples) {
     next_to_send = sequence + 1;
     if (sequence > highest_handed) {
       ++counters.batches_sent;
       highest_handed = sequence;
     }
+    if (!go_counted) {
+      ++counters.sends;
+      go_counted = true;
+    }
     link->send(sequence, samples);
   }
 
-  // Makes a batch of what is pending: in the spool first, then to the link if it can take it
-  // now; otherwise it waits in the spool.
-  void send_batch() {
-    std::uint64_t sequence = 0;
+  // Spools what is pending as one batch; returns its sequence (0: not kept).
+  std::uint64_t append_pending() {
     try {
-      sequence = spool->append(pending);
+      return spool->append(pending);
     } catch (const SpoolError& error) {
       // Counted and logged (every 100th after the first, so a full disk does not flood the log).
       if (failed_appends % 100 == 0)
@@ -147,17 +176,56 @@ struct Sender::State final : LinkEvents {
                       pending.size(), failed_appends + 1, error.what());
       ++failed_appends;
       failed_samples += pending.size();
+      return 0;
     }
+  }
+
+  // Makes a batch of what is pending: in the spool first, then to the link if it can take it
+  // now; otherwise it waits in the spool.
+  void send_batch() {
+    std::uint64_t sequence = append_pending();
     if (sequence && sequence == next_to_send && link->can_send()) hand_over(sequence, pending);
     pending.clear();
     send_unsent();
     publish_counters();
   }
 
-  // Makes the spooled batches durable once the oldest has waited kSpoolSyncDelay.
+  // batch_interval: what is pending is spooled now, as a batch of its own, and held (not sent)
+  // while the next round (`next_round_at`) comes before the oldest held batch has waited
+  // batch_interval; otherwise the held batches leave now, this one last.
+  void spool_and_hold(Clock::time_point next_round_at) {
+    if (std::uint64_t sequence = append_pending()) {
+      if (held.empty()) first_held = Clock::now();
+      held_samples += pending.size();
+      held.push_back({sequence, std::move(pending)});
+      pending = {};
+    }
+    pending.clear();
+    if (held.empty() || stop_seen || held_samples >= settings.max_batch_samples ||
+        next_round_at >= first_held + batch_interval)
+      release_held();
+    publish_counters();
+  }
+
+  // The held batches go to the link, oldest first and back to back (ZeroMQ's I/O thread wakes
+  // once for them), as far as its window takes them; the others are read back from the spool
+  // when it opens (send_unsent()), like any batch that waited there.
+  void release_held() {
+    for (auto& batch : held) {
+      std::uint64_t next = spool->next_kept(next_to_send);
+      if (batch.sequence < next) continue;  // dropped for the spool's budget, or taken
+      if (batch.sequence != next || !link->can_send()) break;
+      hand_over(batch.sequence, batch.samples);
+    }
+    held.clear();
+    held_samples = 0;
+    send_unsent();
+  }
+
+  // Makes the spooled batches durable once the oldest has waited sync_delay.
   void sync_spool_if_due(Clock::time_point now) {
     auto since = spool->unsynced_since();
-    if (!since || now < *since + kSpoolSyncDelay || now < sync_retry_at) return;
+    if (!since || now < *since + sync_delay || now < sync_retry_at) return;
     try {
       spool->sync();
     } catch (const SpoolError& error) {
@@ -173,9 +241,10 @@ struct Sender::State final : LinkEvents {
   Clock::time_point sync_retry_at{};
   bool sending_unsent = false;
 
-  // Spooled batches not sent yet (or to be sent again), oldest first, while the link takes them.
-  // Not re-entered: a link may report a batch taken from within send() (carbon with no replay
-  // window), and the loop already running goes on from next_to_send.
+  // Spooled batches not sent yet (or to be sent again), oldest first, while the link takes them,
+  // up to the held ones (release_held() sends those). Not re-entered: a link may report a batch
+  // taken from within send() (carbon with no replay window), and the loop already running goes
+  // on from next_to_send.
   void send_unsent() {
     if (sending_unsent) return;
     sending_unsent = true;
@@ -183,9 +252,10 @@ struct Sender::State final : LinkEvents {
       bool& flag;
       ~Reset() { flag = false; }
     } reset{sending_unsent};
-    while (link->can_send() && next_to_send < spool->next_sequence()) {
+    const std::uint64_t end = held.empty() ? spool->next_sequence() : held.front().sequence;
+    while (link->can_send() && next_to_send < end) {
       next_to_send = spool->next_kept(next_to_send);  // dropped and skipped numbers have no batch
-      if (next_to_send >= spool->next_sequence()) break;
+      if (next_to_send >= end) break;
       std::uint64_t sequence = next_to_send;
       std::vector<Sample> samples;
       try {
@@ -271,23 +341,23 @@ struct Sender::State final : LinkEvents {
   Clock::time_point next_wake() const {
     if (!spool) return next_spool_try;
     auto wake_at = link->next_due();
-    if (!pending.empty()) wake_at = std::min(wake_at, pending_due());
+    if (!pending.empty()) wake_at = std::min(wake_at, first_pending + seconds(settings.batch_delay));
+    if (!held.empty()) wake_at = std::min(wake_at, held_due());
     if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
     wake_at = std::min(wake_at, incoming_due);
     if (auto since = spool->unsynced_since()) {
-      auto sync_at = std::max(*since + kSpoolSyncDelay, sync_retry_at);
+      auto sync_at = std::max(*since + sync_delay, sync_retry_at);
       if (next_round > Clock::now() && next_round <= sync_at + kSyncGrace) sync_at = std::max(sync_at, next_round + kSyncGrace);
       wake_at = std::min(wake_at, sync_at);
     }
     return wake_at;
   }
 
-  // When what is pending must leave: batch_delay after its first sample, or batch_interval
-  // (deliver()); later by kSyncGrace when a round comes soon after, which sends it.
-  Clock::time_point pending_due() const {
-    auto due = first_pending + seconds(std::max(settings.batch_delay, settings.batch_interval));
-    if (settings.batch_interval > 0 && next_round > Clock::now() && next_round <= due + kSyncGrace)
-      due = std::max(due, next_round + kSyncGrace);
+  // When the held batches leave if no round sends them: batch_interval after the oldest was
+  // spooled; later by kSyncGrace when a round comes soon after, which sends them.
+  Clock::time_point held_due() const {
+    auto due = first_held + batch_interval;
+    if (next_round > Clock::now() && next_round <= due + kSyncGrace) due = std::max(due, next_round + kSyncGrace);
     return due;
   }
 
@@ -352,6 +422,7 @@ struct Sender::State final : LinkEvents {
       drain(timer_fd);
       lock.lock();
       asleep = false;
+      go_counted = false;
       timer_armed = Clock::time_point::min();  // expired or not, arm it again
       {
         std::lock_guard incoming_lock(mutex);
@@ -375,11 +446,16 @@ struct Sender::State final : LinkEvents {
 
       now = Clock::now();
       if (!pending.empty() &&
-          (pending.size() >= settings.max_batch_samples || now >= pending_due() ||
+          (pending.size() >= settings.max_batch_samples || now >= first_pending + seconds(settings.batch_delay) ||
            pending_complete || stop_seen)) {
-        send_batch();
+        if (settings.batch_interval > 0)
+          spool_and_hold(pending_next_round);  // samples not from a round (max()) are not held
+        else
+          send_batch();
         pending_complete = false;
+        pending_next_round = Clock::time_point::max();
       }
+      if (!held.empty() && (stop_seen || now >= held_due())) release_held();
       sync_spool_if_due(now);
       if (stop_seen && pending.empty() && next_to_send >= spool->next_sequence()) link->finish();
       if (stop_seen && (spool->empty() || now >= linger_deadline)) break;
@@ -387,11 +463,13 @@ struct Sender::State final : LinkEvents {
   }
 
   // A round's samples, on the reading thread: the acks that came since the last round first
-  // (what they free needs no flush), then the batch, spooled and sent from this thread.
+  // (what they free needs no flush), then the batch, spooled and sent from this thread (with
+  // batch_interval, held: spool_and_hold()).
   bool deliver(std::vector<Sample>& samples, Clock::time_point next_round_at) {
     std::unique_lock lock(link_mutex, std::try_to_lock);
     if (!lock.owns_lock() || !link_started || stop_seen) return false;  // the sender thread takes them
     next_round = next_round_at;
+    go_counted = false;
     link->service();
     send_unsent();
     {
@@ -403,20 +481,21 @@ struct Sender::State final : LinkEvents {
         incoming.clear();
         incoming_due = Clock::time_point::max();
         incoming_complete = false;
+        incoming_next_round = Clock::time_point::max();
       }
     }
-    if (pending.empty()) first_pending = Clock::now();
+    if (pending.empty()) {
+      first_pending = Clock::now();
+      if (settings.batch_interval > 0) pending.swap(samples);  // it moves on to `held`: no copy
+    }
     for (auto& sample : samples) pending.push_back(std::move(sample));
     samples.clear();
-    // batch_interval: the next round comes before the oldest of these has waited that long, so
-    // they leave with it.
-    if (settings.batch_interval > 0 && next_round_at < first_pending + seconds(settings.batch_interval) &&
-        pending.size() < settings.max_batch_samples) {
-      update_sleeper();
-      return true;
-    }
-    send_batch();
+    if (settings.batch_interval > 0)
+      spool_and_hold(next_round_at);
+    else
+      send_batch();
     pending_complete = false;
+    pending_next_round = Clock::time_point::max();
     update_sleeper();
     return true;
   }
@@ -469,8 +548,14 @@ void Sender::queue(std::vector<Sample>&& samples) {
 
 void Sender::deliver(std::vector<Sample>&& samples, LinkClock::time_point next_round) {
   if (samples.empty() || state_->deliver(samples, next_round)) return;
-  queue(std::move(samples));
-  send_queued();
+  {
+    std::lock_guard lock(state_->mutex);  // batch_interval: the sender thread holds the round as deliver() would
+    if (state_->incoming.empty()) state_->first_incoming = Clock::now();
+    for (auto& sample : samples) state_->incoming.push_back(std::move(sample));
+    state_->incoming_complete = true;
+    state_->incoming_next_round = next_round;
+  }
+  state_->wake();
 }
 
 void Sender::send_queued() {

@@ -23,8 +23,10 @@ struct SenderSettings {
   std::uint64_t spool_max_bytes = 256ull << 20;
   double batch_delay = 0.05;  // without send_queued(), a batch leaves this long after its first sample (sender awake)
   std::size_t max_batch_samples = 1000;
-  // deliver(): a round's samples wait (in memory) to leave with later rounds' until the oldest
-  // would wait longer than this; 0: each round leaves at once.
+  // deliver(): each round's samples are spooled at once, as a batch of their own, and only their
+  // sending waits: the batches of the rounds that wait leave together, back to back, when the
+  // oldest would otherwise wait longer than this (or at a stop). A lagent killed meanwhile sends
+  // them after its restart, like any unsent batch. 0: each round is sent at once.
   double batch_interval = 0;
   // The destination answered for the first time since the sender started (or failed over to
   // it): readiness for systemd. Called on the sender's thread with Link::destination(): hand it
@@ -50,8 +52,9 @@ class Sender {
   // A round's samples, spooled and sent from the calling thread now, after the acks that came
   // since the last round are read (round_runner.h): no other thread of lagent's is woken. When
   // the sender is busy (its thread holds the spool: a sync, a resend) or stopping, they are
-  // queued and sent by its thread. `next_round`: when the next call is due, which lets a
-  // spool sync wait for the acks that call reads.
+  // queued and spooled and sent by its thread. `next_round`: when the next call is due, which
+  // lets a spool sync wait for the acks that call reads, and batch_interval decide whether the
+  // round's batch (spooled now) waits for it to be sent.
   void deliver(std::vector<Sample>&& samples, LinkClock::time_point next_round);
 
   // Spools what is queued, sends it and waits up to `linger_seconds` for the destination to

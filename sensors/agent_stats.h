@@ -21,6 +21,7 @@ struct SensorReadStats {
 
 struct SenderStats {
   std::uint64_t batches_sent = 0;
+  std::uint64_t sends = 0;            // times batches were handed over, one or several back to back
   std::uint64_t batches_acked = 0;
   std::uint64_t batches_dropped = 0;  // unacknowledged, dropped from the spool (or never kept)
   std::uint64_t samples_dropped = 0;  // the samples in those batches

@@ -65,6 +65,9 @@ const Catalog kCatalog{
     {"*.failures", Unit::count, Kind::counter, "reads that were unavailable or failed"},
     {"*.missed", Unit::count, Kind::counter, "reading times skipped because the previous read still ran or lagent was late"},
     {"batches_sent", Unit::count, Kind::counter, "batches sent to lmaster, or to carbon with [Graphite] and no [lmaster] (first sends, not resends)"},
+    {"sends", Unit::count, Kind::counter,
+     "times batches left for lmaster (or carbon), one or several back to back, resends included (with "
+     "batch_interval, several rounds' batches leave at once)"},
     {"batches_acked", Unit::count, Kind::counter, "batches lmaster acknowledged (carbon: written and its connection still up replay_window s later)"},
     {"batches_dropped", Unit::count, Kind::counter,
      "unacknowledged batches dropped from the spool beyond spool_max_bytes (or that could not be written to it)"},
@@ -110,6 +113,7 @@ class LagentSelfSensor final : public Sensor {
     }
     SenderStats sender = AgentStats::instance().sender();
     out.set("batches_sent", static_cast<double>(sender.batches_sent));
+    out.set("sends", static_cast<double>(sender.sends));
     out.set("batches_acked", static_cast<double>(sender.batches_acked));
     out.set("batches_dropped", static_cast<double>(sender.batches_dropped));
     out.set("samples_dropped", static_cast<double>(sender.samples_dropped));

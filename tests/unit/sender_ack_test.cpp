@@ -3,85 +3,19 @@
 #include "sender.h"
 
 #include <gtest/gtest.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
-#include <thread>
 
 #include "agent_spool.h"
+#include "scripted_link.h"
 #include "test_support.h"
 
 namespace fructosa::agent {
 namespace {
 
 using test::make_sample;
+using test::ScriptedLink;
 using test::TempDir;
-
-// A destination the test plays: it records the batches handed to it and delivers the
-// acknowledgements the test gives it, on the sender's thread, as a real link does.
-class ScriptedLink final : public Link {
- public:
-  ScriptedLink() : wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
-  ~ScriptedLink() override { ::close(wake_fd_); }
-
-  std::string destination() const override { return "scripted master"; }
-  void start(LinkEvents& events) override { events_ = &events; }
-  bool can_send() const override { return true; }
-  void send(std::uint64_t sequence, std::vector<Sample>&) override {
-    std::lock_guard lock(mutex_);
-    sent_.push_back(sequence);
-    changed_.notify_all();
-  }
-  bool watch(std::vector<pollfd>& fds, bool) override {
-    fds.push_back({wake_fd_, POLLIN, 0});
-    std::lock_guard lock(mutex_);
-    return !acks_.empty();
-  }
-  void service() override {
-    std::uint64_t ignored;
-    [[maybe_unused]] auto n = ::read(wake_fd_, &ignored, sizeof ignored);
-    std::vector<std::uint64_t> acks;
-    {
-      std::lock_guard lock(mutex_);
-      acks.swap(acks_);
-    }
-    for (auto sequence : acks) events_->taken(sequence);
-    std::lock_guard lock(mutex_);
-    delivered_ += acks.size();
-    changed_.notify_all();
-  }
-  LinkClock::time_point next_due() const override { return LinkClock::time_point::max(); }
-
-  // The master acknowledges `sequence`; returns once the sender has been told.
-  void acknowledge(std::uint64_t sequence) {
-    std::unique_lock lock(mutex_);
-    acks_.push_back(sequence);
-    std::size_t target = delivered_ + acks_.size();
-    std::uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
-    ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(10), [&] { return delivered_ >= target; }));
-  }
-
-  // The sequences handed over so far, once there are `count` of them (or 10 s have passed).
-  std::vector<std::uint64_t> sent(std::size_t count) {
-    std::unique_lock lock(mutex_);
-    changed_.wait_for(lock, std::chrono::seconds(10), [&] { return sent_.size() >= count; });
-    return sent_;
-  }
-
- private:
-  int wake_fd_;
-  LinkEvents* events_ = nullptr;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::uint64_t> sent_;
-  std::vector<std::uint64_t> acks_;
-  std::size_t delivered_ = 0;
-};
 
 std::vector<Sample> batch(double value) { return {make_sample("", "Test", 1'000'000'000, 0, {{"k", value}})}; }
 
