@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "agent_identity.h"
@@ -225,10 +227,13 @@ class Master {
     }
     for (const auto& [key, sequence] : round_marks_) last_sequence_[key] = std::max(last_sequence_[key], sequence);
     round_marks_.clear();
-    for (const auto& ack : pending_acks_) {
+    for (const auto& ack : pending_acks_)
       if (ack.batch) registry_->accepted(ack.host, ack.sequence, ack.samples);
-      send(router, ack.identity, encode_ack(ack.sequence));
-    }
+    // One ack per agent and round, its last: an ack covers every batch up to its sequence, and
+    // an agent's batches sent together (batch_interval) then cost it one wake-up, not one each.
+    acked_this_round_.clear();
+    for (auto ack = pending_acks_.rbegin(); ack != pending_acks_.rend(); ++ack)
+      if (acked_this_round_.insert(ack->identity).second) send(router, ack->identity, encode_ack(ack->sequence));
     pending_acks_.clear();
     if (pending_.empty()) return;
     auto samples = std::make_shared<const std::vector<Sample>>(std::move(pending_));
@@ -574,6 +579,7 @@ class Master {
     bool batch = false;  // a new batch (not a resend or a heartbeat)
   };
   std::vector<PendingAck> pending_acks_;  // sent once this round is committed
+  std::unordered_set<std::string_view> acked_this_round_;  // identities of pending_acks_ (commit())
   SequenceMarks round_marks_;              // sequences accepted this round, not yet committed
   Clock::time_point last_journal_error_log_;
   std::uint64_t received_points_ = 0;

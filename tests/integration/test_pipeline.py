@@ -1,6 +1,7 @@
 """lagent -> Cap'n Proto over ZeroMQ -> lmaster -> stdout + HDF5, as real processes."""
 import math
 import os
+import re
 import shutil
 import unittest
 
@@ -176,6 +177,19 @@ class PipelineTest(FructosaTestCase):
         with h5py.File(self.path("data.h5"), "r") as f:
             self.assertEqual(sorted(h for h in read_hdf5.hosts(f) if h != MASTER_HOST), ["testnode", "wirenode"])
             self.assertEqual(list(read_hdf5.host_tables(f, "wirenode")["WireTest"]["value"][:]), [42.0])
+
+    def test_batches_that_arrive_together_are_acknowledged_together(self):
+        # Acks are cumulative: an agent's batches taken in one round (a backlog, batch_interval's
+        # held rounds) get one ack, the last, so that the agent wakes once for them.
+        master, port = self.start_master()
+        result = self.run_tool([WIRE_CLIENT, f"tcp://127.0.0.1:{port}", "burst"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        acks = [int(n) for n in re.findall(r"^ack (\d+)$", result.stdout, re.M)]
+        self.assertEqual(acks[-1:], [50], result.stdout)
+        self.assertEqual(acks, sorted(set(acks)), "acks go forward")
+        self.assertLess(len(acks), 50, "one ack per batch: 50 batches sent back to back were never taken together")
+        self.assertEqual(self.stop(master), 0)
+        self.assertEqual(read_text(self.path("lmaster.out")).count("wirenode WireTest job=0 value=42B"), 50)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 // A test client that speaks (and mis-speaks) the agent side of the wire protocol, to check how
 // lmaster treats peers: wire_client ENDPOINT SCENARIO. Prints the master's replies, one per line.
+// "burst": 50 batches back to back, until the ack of the last.
 #include <chrono>
 #include <iostream>
 #include <string>
@@ -10,9 +11,11 @@
 
 using namespace fructosa;
 
+constexpr std::uint64_t kBurst = 50;
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::cerr << "usage: wire_client ENDPOINT garbage|truncated|wrong-version|multipart|batch-without-hello|valid\n";
+    std::cerr << "usage: wire_client ENDPOINT garbage|truncated|wrong-version|multipart|batch-without-hello|valid|burst\n";
     return 2;
   }
   const std::string scenario = argv[2];
@@ -39,6 +42,15 @@ int main(int argc, char** argv) {
     messages.push_back(batch.back());
   } else if (scenario == "valid") {
     messages = {hello, batch[0], batch[1]};
+  } else if (scenario == "burst") {
+    // 50 batches back to back, as a spool's backlog or batch_interval's held rounds leave.
+    messages = {hello, batch[0], batch[1]};
+    for (std::uint64_t sequence = 2; sequence <= kBurst; ++sequence) {
+      std::vector<Bytes> next;
+      sample.time_ns += 1'000'000'000;
+      dictionary.encode_batch(sequence, {sample}, next);
+      messages.push_back(next.back());
+    }
   } else if (scenario != "multipart") {
     std::cerr << "unknown scenario " << scenario << "\n";
     return 2;
@@ -58,7 +70,8 @@ int main(int argc, char** argv) {
     if (decoded.type == MessageType::ack) std::cout << " " << decoded.sequence;
     if (decoded.type == MessageType::resync) std::cout << " " << decoded.reason;
     std::cout << std::endl;
-    if (decoded.type == MessageType::ack) break;  // what the valid scenario waits for
+    // What the valid scenario waits for; the burst waits for its last batch's.
+    if (decoded.type == MessageType::ack && (scenario != "burst" || decoded.sequence >= kBurst)) break;
   }
   return 0;
 }
