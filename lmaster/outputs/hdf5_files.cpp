@@ -145,7 +145,7 @@ void Hdf5Output::Impl::start_new_file(bool at_start) {
   }
   spdlog::info("hdf5: writing {} ({} points to it; layout {})", path, link_path,
                per_sensor ? "per_sensor" : "per_host");
-  if (compress_previous) compact_and_log(previous);
+  if (compress_previous) compactor.add(previous);
 }
 
 void Hdf5Output::Impl::close_handles() {

@@ -469,7 +469,9 @@ Hdf5Output::~Hdf5Output() {
     if (impl_->buffered_points > 0) counters_.dropped += impl_->buffered_points;
     spdlog::error("{} ({} buffered points lost)", error.what(), impl_->buffered_points);
   }
-  if (impl_->finish_file()) impl_->compact_and_log(impl_->file_path);
+  // The last file after the rotated ones still being compressed; all of them done on return.
+  if (impl_->finish_file()) impl_->compactor.add(impl_->file_path);
+  impl_->compactor.finish();
   impl_->tables.clear();
   impl_->hosts.clear();
 }

@@ -24,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "hdf5_compactor.h"
 #include "hdf5_job_index.h"
 #include "hdf5_output.h"
 #include "hdf5_support.h"
@@ -349,6 +350,13 @@ struct Hdf5Output::Impl {
       throw hdf5::FileFailure(failure.what());
     }
   }
+
+  // Rotated files are compressed on a thread of their own (hdf5_compactor.h). Declared last: it
+  // finishes its files and stops before anything it uses goes.
+  BackgroundCompactor compactor{[this](const std::string& path) {
+    hdf5::quiet_hdf5();  // the library's error printing is per thread
+    compact_and_log(path);
+  }};
 };
 
 }  // namespace fructosa::master
