@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "link.h"
+#include "sender.h"
+#include "test_support.h"
 
 namespace fructosa::test {
 
@@ -85,6 +88,22 @@ class ScriptedLink final : public agent::Link {
   std::vector<std::vector<Sample>> sent_samples_;
   std::vector<std::uint64_t> acks_;
   std::size_t delivered_ = 0;
+};
+
+// A Sender whose destination is a ScriptedLink (`link`) and whose spool is in `dir`.
+struct ScriptedSender {
+  TempDir dir;
+  ScriptedLink* link = nullptr;
+  std::unique_ptr<agent::Sender> sender;
+  explicit ScriptedSender(double batch_interval = 0) {
+    auto scripted = std::make_unique<ScriptedLink>();
+    link = scripted.get();
+    agent::SenderSettings settings;
+    settings.spool_dir = dir.file("spool");
+    settings.batch_delay = 0;
+    settings.batch_interval = batch_interval;
+    sender = std::make_unique<agent::Sender>(settings, std::move(scripted));
+  }
 };
 
 }  // namespace fructosa::test

@@ -14,23 +14,10 @@ namespace fructosa::agent {
 namespace {
 
 using test::make_sample;
-using test::ScriptedLink;
-using test::TempDir;
 
 std::vector<Sample> batch(double value) { return {make_sample("", "Test", 1'000'000'000, 0, {{"k", value}})}; }
 
-struct SenderUnderTest {
-  TempDir dir;
-  ScriptedLink* link = nullptr;
-  std::unique_ptr<Sender> sender;
-  SenderUnderTest() {
-    auto scripted = std::make_unique<ScriptedLink>();
-    link = scripted.get();
-    SenderSettings settings;
-    settings.spool_dir = dir.file("spool");
-    settings.batch_delay = 0;
-    sender = std::make_unique<Sender>(settings, std::move(scripted));
-  }
+struct SenderUnderTest : test::ScriptedSender {
   void send(double value) {
     sender->queue(batch(value));
     sender->send_queued();

@@ -56,20 +56,9 @@ std::vector<std::uint64_t> spooled_through(const std::string& directory, std::ui
   return ids;
 }
 
-struct HoldingSender {
-  TempDir dir;
-  ScriptedLink* link = nullptr;
-  std::unique_ptr<Sender> sender;
+struct HoldingSender : test::ScriptedSender {
   const LinkClock::time_point start = LinkClock::now();
-  HoldingSender() {
-    auto scripted = std::make_unique<ScriptedLink>();
-    link = scripted.get();
-    SenderSettings settings;
-    settings.spool_dir = dir.file("spool");
-    settings.batch_delay = 0;
-    settings.batch_interval = 30;  // far longer than the test: only the rounds' rule sends
-    sender = std::make_unique<Sender>(settings, std::move(scripted));
-  }
+  HoldingSender() : ScriptedSender(30) {}  // far longer than the test: only the rounds' rule sends
   // Round `round`, the next one due `next_in` after the test's start; returns once it is
   // spooled (it may go by the sender's thread, which would else make one batch of it and the
   // next round, as of rounds that come together).
