@@ -284,14 +284,7 @@ class Master {
     describe_master_metrics(infos_, outputs);
   }
 
-  // Stats are timestamped on multiples of stats_interval, like an agent's samples.
-  std::chrono::system_clock::time_point next_stats_time() const {
-    auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double>(config_.stats_interval));
-    auto now = std::chrono::system_clock::now().time_since_epoch();
-    return std::chrono::system_clock::time_point(
-        std::chrono::duration_cast<std::chrono::system_clock::duration>((now / interval + 1) * interval));
-  }
+  std::chrono::system_clock::time_point next_stats_time() const { return next_multiple_of(config_.stats_interval); }
 
   void report_stats(std::chrono::system_clock::time_point when) {
     Sample sample = stats_sample(when);
@@ -300,10 +293,6 @@ class Master {
   }
 
   Sample stats_sample(std::chrono::system_clock::time_point when) const {
-    Sample sample;
-    sample.host = own_host_;
-    sample.sensor = kOwnSensor;
-    sample.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count();
     auto since = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(config_.stats_interval));
     MasterMetricSources from;
@@ -316,8 +305,7 @@ class Master {
     from.runners = &runners_;
     from.journal = journal_.get();
     from.memory = &memory_;
-    add_master_metrics(sample, from);
-    return sample;
+    return master_metrics_sample(own_host_, kOwnSensor, when, from);
   }
 
   void reopen() {

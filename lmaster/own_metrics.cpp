@@ -26,6 +26,23 @@ void describe_master_metrics(MetricInfoStore& infos, const std::vector<std::stri
   }
 }
 
+Sample master_metrics_sample(const std::string& host, const std::string& sensor,
+                             std::chrono::system_clock::time_point when, const MasterMetricSources& from) {
+  Sample sample;
+  sample.host = host;
+  sample.sensor = sensor;
+  sample.time_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count();
+  add_master_metrics(sample, from);
+  return sample;
+}
+
+std::chrono::system_clock::time_point next_multiple_of(double interval_seconds) {
+  auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(interval_seconds));
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>((now / interval + 1) * interval));
+}
+
 void add_master_metrics(Sample& sample, const MasterMetricSources& from) {
   auto add = [&](std::string key, double value) { sample.metrics.push_back({std::move(key), value}); };
   add("received", static_cast<double>(from.received_points));

@@ -2,6 +2,7 @@
 // the catalog master_catalog.h that make-dashboard reads too.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,5 +39,11 @@ struct MasterMetricSources {
 
 // The `lmaster` sensor's values (the catalog's keys) into `sample`.
 void add_master_metrics(Sample& sample, const MasterMetricSources& from);
+// The `lmaster` sensor's sample of `host` at `when`.
+Sample master_metrics_sample(const std::string& host, const std::string& sensor,
+                             std::chrono::system_clock::time_point when, const MasterMetricSources& from);
+// The next multiple of `interval` seconds of the wall clock: lmaster's stats are timestamped on
+// those, like an agent's samples.
+std::chrono::system_clock::time_point next_multiple_of(double interval);
 
 }  // namespace fructosa::master
