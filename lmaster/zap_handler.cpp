@@ -229,6 +229,10 @@ struct ZapHandler::State {
   std::mutex allowed_mutex;  // the handler's thread and lmaster's (key_hosts()) both read it
   AllowList allowed;
   RefusalLog refusals;
+  // Connections closed during the handshake, at info: port scans and health checks do that, and
+  // so does an lagent without CURVE when lmaster's whole greeting reaches it before it sent its
+  // own (libzmq then closes without sending its mechanism: lmaster cannot tell it from a scan).
+  RefusalLog unfinished{[](const std::string& line) { spdlog::info("{}", line); }};
   zmq::socket_t zap;
   std::optional<zmq::socket_t> monitor;
   int stop_fd = -1;
@@ -247,6 +251,7 @@ struct ZapHandler::State {
                                  {monitor->handle(), 0, ZMQ_POLLIN, 0},
                                  {nullptr, stop_fd, ZMQ_POLLIN, 0}};
       auto next = refusals.flush();
+      if (auto due = unfinished.flush(); due && (!next || *due < *next)) next = due;
       long timeout = -1;
       if (next)
         timeout = std::max<long>(
@@ -373,8 +378,13 @@ struct ZapHandler::State {
     }
     ++failed_handshakes;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
-      // Closed during the handshake: a port scan, a health check, or a peer that gave up.
-      spdlog::debug("CURVE: handshake with {} did not finish: {}", peer, zmq_strerror(static_cast<int>(value)));
+      // Closed during the handshake: a port scan, a health check, a peer that gave up, or an
+      // lagent without CURVE that read lmaster's greeting first (see `unfinished`).
+      unfinished.refuse(host_of(peer) + "\nunfinished",
+                        fmt::format("CURVE: a peer at {} closed the connection before the handshake finished ({}): "
+                                    "an lagent without curve_server_key / curve_server_public_key_file does so, "
+                                    "as do port scans and TCP health checks",
+                                    peer, zmq_strerror(static_cast<int>(value))));
       return;
     }
     std::string reason = describe_protocol_error(value);
