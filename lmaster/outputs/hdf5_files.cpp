@@ -79,6 +79,7 @@ void Hdf5Output::Impl::warn_about_file_locking() const {
 }
 
 Handle Hdf5Output::Impl::create_file(const std::string& path) const {
+  // Empty: its handles are kept open (and the cache the library's) until plan_handles() says.
   Handle access = file_access_properties(path);
   Handle created = check(path, H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()),
                          H5Fclose, "cannot create the file");
@@ -133,6 +134,9 @@ void Hdf5Output::Impl::start_new_file(bool at_start) {
   abandoned = false;
   file_jobs.clear();
   file_jobs_in_attribute = 0;
+  datasets = 0;
+  keep_handles = true;
+  handles_kept = false;
   for (auto& [host, group] : hosts) group = HostGroup{};
   for (auto& [host, sensors] : tables)
     for (auto& [sensor, table] : sensors) table.forget_file();
@@ -163,7 +167,7 @@ void Hdf5Output::Impl::leave_swmr() {
   swmr = false;
   if (closed < 0)
     spdlog::warn("hdf5: {}: closing it reported an error: {}", file_path, hdf5_error());
-  Handle access = file_access_properties(file_path);
+  Handle access = file_access_properties(file_path, keep_handles ? 0 : kSmallMetadataCache);
   file = check(file_path, H5Fopen(file_path.c_str(), H5F_ACC_RDWR, access.get()), H5Fclose,
                "cannot reopen the file");
 }
@@ -231,6 +235,7 @@ void Hdf5Output::Impl::refresh_attributes(bool closing) {
       for (auto& column : table.columns)
         if (column.in_file && !column.described && infos.find(table.sensor, column.key))
           describe(table, column);
+      release(table);
     }
   for (auto& [host_name, group] : hosts) {
     if (!group.in_file || group.jobs.size() == group.jobs_in_attribute) continue;
@@ -238,6 +243,7 @@ void Hdf5Output::Impl::refresh_attributes(bool closing) {
     write_jobs_attribute(file_path, group.group.get(), group.jobs,
                          "/" + hdf5_link_name(host_name));
     group.jobs_in_attribute = group.jobs.size();
+    if (!keep_open()) group.group.reset();
   }
   if (file_jobs.size() != file_jobs_in_attribute) {
     write_jobs_attribute(file_path, file.get(), file_jobs, "/");

@@ -32,19 +32,59 @@ void Hdf5Output::Impl::open_host(const std::string& host, HostGroup& group) {
                       "cannot open group /" + link);
 }
 
+bool Hdf5Output::Impl::keep_open() const { return keep_handles; }
+
+// Whether this flush leaves the handles open, decided before it creates anything, from what the
+// file will hold after it: the first flush of 200 hosts never has their 40,000 new datasets open
+// at once. Past the limit the metadata cache is made small too (kSmallMetadataCache).
+void Hdf5Output::Impl::plan_handles(const std::vector<Table*>& pending) {
+  std::size_t planned = datasets;
+  for (const Table* table : pending) planned += new_datasets(*table);
+  const bool keep = planned <= kDatasetsKeptOpen;
+  if (keep == keep_handles) return;
+  keep_handles = keep;
+  if (file) set_metadata_cache(file_path, file.get(), keep ? 0 : kSmallMetadataCache);
+}
+
+// After a table's write: past kDatasetsKeptOpen datasets, its handles (and its host's group) are
+// closed, so that the library holds the objects of one table at a time. Kept open, the datasets
+// of 1000 hosts (239,000) took lmaster to 3.9-6.3 GiB; reopened at every flush, they cost more
+// CPU per dataset at a few hundred hosts, not at 1000 (docs/performance.md, "Bounded memory").
+void Hdf5Output::Impl::release(Table& table) {
+  if (keep_open()) {
+    handles_kept = true;
+    return;
+  }
+  if (handles_kept) {
+    // The file just grew past the limit: the tables kept open until now are closed too.
+    close_handles();
+    handles_kept = false;
+    return;
+  }
+  table.close_handles();
+  if (!table.per_sensor) hosts[table.host].group.reset();
+}
+
+// The table's group (a per_host table's by its path: its host's group need not be open).
+static void open_table_group(const std::string& file_path, hid_t file, Table& table) {
+  if (table.group) return;
+  const std::string where = table.where();
+  table.group = check(file_path, H5Gopen2(file, where.c_str() + 1, H5P_DEFAULT), H5Gclose,
+                      "cannot open group " + where);
+}
+
+// The table's `time`, for the second step of a flush.
+void Hdf5Output::Impl::open_time(Table& table) {
+  open_table_group(file_path, file.get(), table);
+  if (!table.time)
+    table.time = check(file_path, H5Dopen2(table.group.get(), kTime, H5P_DEFAULT), H5Dclose,
+                       "cannot open " + table.where() + "/time");
+}
+
 // Opens the handles of a table that is in the file (after a reopen of the file).
 void Hdf5Output::Impl::open_table(Table& table) {
   const std::string where = table.where();
-  if (!table.group) {
-    hid_t parent = file.get();
-    if (!table.per_sensor) {
-      HostGroup& host = hosts[table.host];
-      open_host(table.host, host);
-      parent = host.group.get();
-    }
-    table.group = check(file_path, H5Gopen2(parent, table.sensor_link.c_str(), H5P_DEFAULT),
-                        H5Gclose, "cannot open group " + where);
-  }
+  open_table_group(file_path, file.get(), table);
   if (!table.time)
     table.time = check(file_path, H5Dopen2(table.group.get(), kTime, H5P_DEFAULT), H5Dclose,
                        "cannot open " + where + "/time");
@@ -108,6 +148,7 @@ void Hdf5Output::Impl::create_objects(Table& table) {
                          "batch job id; 0: the node itself", where + "/job");
     table.rows = 0;
     table.in_file = true;
+    datasets += 2;
   }
   open_table(table);
   if (table.per_sensor) {
@@ -128,6 +169,7 @@ void Hdf5Output::Impl::create_objects(Table& table) {
              column_where);
     }
     column.in_file = true;
+    ++datasets;
   }
   for (auto& label : table.labels) {
     if (!label.has_value) continue;
@@ -174,9 +216,18 @@ void Hdf5Output::Impl::create_label(Table& table, LabelColumn& label, std::size_
     dataset = check(file_path, H5Dopen2(parent, label.link.c_str(), H5P_DEFAULT), H5Dclose,
                     "cannot open " + where);
   }
+  if (!label.in_file) ++datasets;
   label.dataset = std::move(dataset);
   label.width = width;
   label.in_file = true;
+}
+
+// The datasets the table's buffered rows will add to the file.
+std::size_t Hdf5Output::Impl::new_datasets(const Table& table) const {
+  std::size_t added = table.in_file ? 0 : 2;  // time, job
+  for (const auto& column : table.columns) added += !column.in_file && column.has_value;
+  for (const auto& label : table.labels) added += !label.in_file && label.has_value;
+  return added + (table.per_sensor && !table.host_column.in_file);
 }
 
 bool Hdf5Output::Impl::needs_objects(const Table& table) const {

@@ -261,6 +261,7 @@ void Hdf5Output::Impl::flush_rows() {
     return;
   }
   check_free_space(pending);
+  plan_handles(pending);
   file_step([&] { ensure_file(); });
 
   bool outside_swmr = !swmr;
@@ -282,6 +283,7 @@ void Hdf5Output::Impl::flush_rows() {
       if (!first_error) first_error = std::current_exception();
       failed.push_back(table);
     }
+    release(*table);
   }
   if (outside_swmr && (refresh_due || attributes_stale())) {
     try {
@@ -295,6 +297,7 @@ void Hdf5Output::Impl::flush_rows() {
   std::vector<Table*> committed;
   for (Table* table : written) {
     try {
+      open_time(*table);
       append(file_path, table->time.get(), H5T_NATIVE_INT64, table->time_buffer.data(),
              table->rows, table->pending(), table->where() + "/time");
       committed.push_back(table);
@@ -302,6 +305,7 @@ void Hdf5Output::Impl::flush_rows() {
       if (!first_error) first_error = std::current_exception();
       failed.push_back(table);
     }
+    release(*table);
   }
   // /.flushed: the journal record whose samples are now all in the file, and the rows that makes
   // (the final H5Fflush below carries both; a repair that counts other rows knows this flush was

@@ -27,6 +27,7 @@
 // the real names.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,6 +46,10 @@ class Hdf5Output final : public Output {
  public:
   // The [hdf5] section: path, complevel, chunk, flush_interval, rotate_size, rotate_age.
   static const OptionTable& hdf5_options();
+  // A file of up to this many datasets keeps them open between flushes; past it (per_host with
+  // more than ~80 hosts) each table's are opened, written and closed at every flush, which bounds
+  // the HDF5 library's memory (10-17 KiB per open dataset) at some CPU (docs/hdf5.md, "Which one").
+  static constexpr std::size_t kDatasetsKeptOpen = 16384;
 
   // Takes the lock <path>.lock, renames a regular file found at `path` (an older lmaster's),
   // repairs and compresses files of this series that a killed writer left open (or whose

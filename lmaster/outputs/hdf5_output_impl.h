@@ -55,6 +55,12 @@ inline constexpr double kAttributeRefreshSeconds = 60;
 // unable to recover a file handle after write errors); a table that fails this many times while
 // the file works has its rows dropped.
 inline constexpr int kFailuresBeforeGivingUp = 3;
+// The metadata cache of a file whose objects are opened and closed one table at a time (past
+// Hdf5Output::kDatasetsKeptOpen datasets, and compaction): the library's default grows to 32 MiB
+// of entries, which take ~12 times that in memory, and a small cache is also the faster one then
+// (bench/hdf5_bytes, 300 hosts per_host: 122,000 points/s with 64 KiB, 88,000 with 1 MiB,
+// 64,000-73,000 with 4 MiB; docs/performance.md, "Bounded memory").
+inline constexpr std::size_t kSmallMetadataCache = 64 << 10;
 
 // --- the tables --------------------------------------------------------------------------------
 
@@ -250,6 +256,13 @@ struct Hdf5Output::Impl {
   std::size_t file_jobs_in_attribute = 0;
   // The current file's job index: tallied by write(), written with the attributes.
   hdf5::JobIndex job_index;
+  // Datasets created in the current file (tables, columns, labels). Past kDatasetsKeptOpen a
+  // table's handles are closed once it is written (release()): the library holds 10-17 KiB per
+  // open dataset, and H5Fstart_swmr_write reopens every open one (3.9-6.3 GiB of lmaster's
+  // memory for 1000 hosts in per_host; docs/performance.md, "Bounded memory").
+  std::size_t datasets = 0;
+  bool keep_handles = true;   // handles stay open between flushes (plan_handles())
+  bool handles_kept = false;  // some were left open while under the limit
 
   // host -> sensor -> table (per_sensor: the host is ""); tables outlive files (their handles are
   // closed and reopened).
@@ -328,6 +341,11 @@ struct Hdf5Output::Impl {
   void create_label(hdf5::Table& table, hdf5::LabelColumn& label, std::size_t width, hid_t parent,
                     const std::string& where);
   bool needs_objects(const hdf5::Table& table) const;
+  std::size_t new_datasets(const hdf5::Table& table) const;
+  void plan_handles(const std::vector<hdf5::Table*>& pending);
+  bool keep_open() const;
+  void release(hdf5::Table& table);
+  void open_time(hdf5::Table& table);
 
   // --- writing: buffering samples and flushing them (hdf5_output.cpp) ----------------------------
   void write_values(hdf5::Table& table);

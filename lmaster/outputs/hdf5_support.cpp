@@ -229,7 +229,28 @@ Handle link_creation_properties(const std::string& file) {
   return properties;
 }
 
-Handle file_access_properties(const std::string& file) {
+namespace {
+
+// The library's default metadata cache, or one of at most `bytes` (the sizes only: how it adapts
+// stays the default).
+H5AC_cache_config_t metadata_cache_config(const std::string& file, std::size_t bytes) {
+  Handle defaults = check(file, H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot make properties");
+  H5AC_cache_config_t config{};
+  config.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  check(file, H5Pget_mdc_config(defaults.get(), &config),
+        "cannot read the metadata cache's settings");
+  if (bytes > 0) {
+    config.set_initial_size = true;
+    config.max_size = bytes;
+    config.min_size = std::min(config.min_size, bytes);
+    config.initial_size = std::clamp(config.initial_size, config.min_size, config.max_size);
+  }
+  return config;
+}
+
+}  // namespace
+
+Handle file_access_properties(const std::string& file, std::size_t metadata_cache_bytes) {
   Handle access = check(file, H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "cannot make properties");
   // SWMR needs the latest format (checksummed metadata).
   check(file, H5Pset_libver_bounds(access.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST),
@@ -242,7 +263,18 @@ Handle file_access_properties(const std::string& file) {
   // cached chunk is written whole at every flush (32 KiB for 4096 rows), for every dataset. Set
   // for the file, as H5Fstart_swmr_write reopens the open datasets with the file's defaults.
   check(file, H5Pset_cache(access.get(), 0, 1, 0, 0.75), "cannot turn the chunk cache off");
+  if (metadata_cache_bytes > 0) {
+    // The cache counts the bytes its entries take in the file; the library holds about 12 times
+    // that in memory for them (decoded object headers, chunk index blocks).
+    H5AC_cache_config_t config = metadata_cache_config(file, metadata_cache_bytes);
+    check(file, H5Pset_mdc_config(access.get(), &config), "cannot size the metadata cache");
+  }
   return access;
+}
+
+void set_metadata_cache(const std::string& file, hid_t id, std::size_t metadata_cache_bytes) {
+  H5AC_cache_config_t config = metadata_cache_config(file, metadata_cache_bytes);
+  check(file, H5Fset_mdc_config(id, &config), "cannot size the metadata cache");
 }
 
 std::optional<std::uintmax_t> free_bytes(const fs::path& directory) {

@@ -89,10 +89,13 @@ void read_rows(const std::string& file, hid_t dataset, hid_t memory_type, hsize_
 void append(const std::string& file, hid_t dataset, hid_t memory_type, const void* data,
             hsize_t start, hsize_t count, const std::string& where);
 // Groups that track the creation order of their links; links named in UTF-8; files opened with
-// the latest format (SWMR), without HDF5's file locking and without a chunk cache.
+// the latest format (SWMR), without HDF5's file locking and without a chunk cache, and with a
+// metadata cache of at most `metadata_cache_bytes` (0: the library's default, up to 32 MiB).
 Handle group_creation_properties(const std::string& file);
 Handle link_creation_properties(const std::string& file);
-Handle file_access_properties(const std::string& file);
+Handle file_access_properties(const std::string& file, std::size_t metadata_cache_bytes = 0);
+// Resizes the metadata cache of an open file (0: back to the library's default).
+void set_metadata_cache(const std::string& file, hid_t id, std::size_t metadata_cache_bytes);
 // Bytes that may still be written on the file system holding `directory`.
 std::optional<std::uintmax_t> free_bytes(const fs::path& directory);
 

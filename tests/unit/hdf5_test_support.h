@@ -340,6 +340,13 @@ class Child {
     }
     return "";
   }
+  // Everything it prints from here to its end.
+  std::string rest() {
+    std::string text;
+    char buffer[4096];
+    while (fgets(buffer, sizeof buffer, out_)) text += buffer;
+    return text;
+  }
   int wait() {
     int status = 0;
     waitpid(pid_, &status, 0);
