@@ -6,7 +6,8 @@ Usage:
                                [--warmup S] [--window W] [--interval S] [--threads T]
                                [--relay-start P] [--relay-factor F] [--relay-seconds S]
                                [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
-                               [--no-hdf5] [--hdf5-layout L] [--rotate-age S] [--prometheus] [--lmaster PATH] [--master-load PATH]
+                               [--no-hdf5] [--hdf5-layout L] [--rotate-age S] [--hdf5-option K=V]...
+                               [--prometheus] [--lmaster PATH] [--master-load PATH]
                                [--carbon-sink PATH] [--remote-write-sink PATH] [--json FILE]
 
 (a) lmaster with [hdf5] (in a temporary directory) and [Graphite] pickle to a counting
@@ -266,7 +267,9 @@ def measure_lmaster(options, directory):
             f.write(f"[lmaster]\nhost = 127.0.0.1\nincoming data port = 0\ndata_dir = {data}/data\n"
                     + ("" if options.no_hdf5 else
                        f"[hdf5]\npath = {data}/hdf5/fructosa.h5\nlayout = {options.hdf5_layout}\n"
-                       + (f"rotate_age = {options.rotate_age}\n" if options.rotate_age else "")) +
+                       + (f"rotate_age = {options.rotate_age}\n" if options.rotate_age else "")
+                       + "".join(f"{pair.partition('=')[0].strip()} = {pair.partition('=')[2].strip()}\n"
+                                 for pair in options.hdf5_option)) +
                     f"[Graphite]\nhost = 127.0.0.1\ncarbon receiver pickle port = {sink.port}\nprotocol = pickle\n"
                     + (f"[prometheus]\nurl = http://127.0.0.1:{prom.port}/api/v1/write\n" if prom else ""))
         err_path = os.path.join(directory, "lmaster.err")
@@ -552,6 +555,8 @@ def main():
     parser.add_argument("--rotate-age", type=float, default=0,
                         help="[hdf5] rotate_age (default: lmaster's, 3600 s); the report then gives the RSS "
                              "peak of each such period of the window")
+    parser.add_argument("--hdf5-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="another [hdf5] key (repeatable), e.g. queue_max_points=1000000")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--lmaster-only", action="store_true")
     group.add_argument("--relay-only", action="store_true")
