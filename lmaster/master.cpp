@@ -191,12 +191,15 @@ class Master {
     }
     std::vector<std::string> names;
     for (const auto& output : config_.outputs) {
+      auto made = make_output(output, infos_);
       RunnerSettings settings;
       settings.queue_max_points = static_cast<std::size_t>(output.options.get_int("queue_max_points"));
+      if (!output.options.is_set("queue_max_points") && made->preferred_queue_max_points() > 0)
+        settings.queue_max_points = made->preferred_queue_max_points();
       settings.retry_max_interval = output.options.get_real("retry_max_interval");
       settings.retry_min_interval = std::min(settings.retry_min_interval, settings.retry_max_interval);
       settings.journal = journal_.get();
-      runners_.push_back(std::make_unique<OutputRunner>(make_output(output, infos_), settings));
+      runners_.push_back(std::make_unique<OutputRunner>(std::move(made), settings));
       names.push_back(runners_.back()->name());
     }
     if (journal_) journal_->forget_other_positions(names);

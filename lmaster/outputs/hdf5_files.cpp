@@ -210,7 +210,7 @@ bool Hdf5Output::Impl::attributes_stale() const {
       if (!table.in_file) continue;
       if (table.jobs.size() != table.jobs_in_attribute) return true;
       for (const auto& column : table.columns)
-        if (column.in_file && !column.described && infos.find(table.sensor, column.key))
+        if (column.in_file && !column.described && infos.find(table.sensor, column.key()))
           return true;
     }
   return false;
@@ -224,7 +224,7 @@ void Hdf5Output::Impl::refresh_attributes(bool closing) {
       if (!table.in_file) continue;
       const bool late_description =
           std::any_of(table.columns.begin(), table.columns.end(), [&](const Column& column) {
-            return column.in_file && !column.described && infos.find(table.sensor, column.key);
+            return column.in_file && !column.described && infos.find(table.sensor, column.key());
           });
       if (!late_description && table.jobs.size() == table.jobs_in_attribute) continue;
       open_table(table);
@@ -233,7 +233,7 @@ void Hdf5Output::Impl::refresh_attributes(bool closing) {
         table.jobs_in_attribute = table.jobs.size();
       }
       for (auto& column : table.columns)
-        if (column.in_file && !column.described && infos.find(table.sensor, column.key))
+        if (column.in_file && !column.described && infos.find(table.sensor, column.key()))
           describe(table, column);
       release(table);
     }

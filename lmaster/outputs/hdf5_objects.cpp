@@ -14,10 +14,10 @@ namespace fructosa::master {
 using namespace hdf5;
 
 void Hdf5Output::Impl::describe(Table& table, Column& column) const {
-  const std::string where = table.where() + "/" + column.link;
-  auto info = infos.find(table.sensor, column.key);
+  const std::string where = table.where() + "/" + column.link();
+  auto info = infos.find(table.sensor, column.key());
   hid_t dataset = column.dataset.get();
-  write_text_attribute(file_path, dataset, "key", column.key, where);
+  write_text_attribute(file_path, dataset, "key", column.key(), where);
   write_text_attribute(file_path, dataset, "unit", info ? info->unit : "", where);
   write_text_attribute(file_path, dataset, "kind", info ? std::string(to_string(info->kind)) : "",
                        where);
@@ -40,13 +40,13 @@ bool Hdf5Output::Impl::keep_open() const { return keep_handles; }
 void Hdf5Output::Impl::plan_handles(const std::vector<Table*>& pending) {
   std::size_t planned = datasets;
   for (const Table* table : pending) planned += new_datasets(*table);
-  const bool keep = planned <= kDatasetsKeptOpen;
+  const bool keep = planned <= datasets_kept_open;
   if (keep == keep_handles) return;
   keep_handles = keep;
   if (file) set_metadata_cache(file_path, file.get(), keep ? 0 : kSmallMetadataCache);
 }
 
-// After a table's write: past kDatasetsKeptOpen datasets, its handles (and its host's group) are
+// After a table's write: past datasets_kept_open datasets, its handles (and its host's group) are
 // closed, so that the library holds the objects of one table at a time. Kept open, the datasets
 // of 1000 hosts (239,000) took lmaster to 3.9-6.3 GiB; reopened at every flush, they cost more
 // CPU per dataset at a few hundred hosts, not at 1000 (docs/performance.md, "Bounded memory").
@@ -97,8 +97,8 @@ void Hdf5Output::Impl::open_table(Table& table) {
   for (auto& column : table.columns)
     if (column.in_file && !column.dataset)
       column.dataset =
-          check(file_path, H5Dopen2(table.group.get(), column.link.c_str(), H5P_DEFAULT),
-                H5Dclose, "cannot open " + where + "/" + column.link);
+          check(file_path, H5Dopen2(table.group.get(), column.link().c_str(), H5P_DEFAULT),
+                H5Dclose, "cannot open " + where + "/" + column.link());
   bool any_label = std::any_of(table.labels.begin(), table.labels.end(),
                                [](const LabelColumn& label) { return label.in_file; });
   if (any_label && !table.label_group)
@@ -107,8 +107,8 @@ void Hdf5Output::Impl::open_table(Table& table) {
   for (auto& label : table.labels)
     if (label.in_file && !label.dataset)
       label.dataset =
-          check(file_path, H5Dopen2(table.label_group.get(), label.link.c_str(), H5P_DEFAULT),
-                H5Dclose, "cannot open " + where + "/labels/" + label.link);
+          check(file_path, H5Dopen2(table.label_group.get(), label.link().c_str(), H5P_DEFAULT),
+                H5Dclose, "cannot open " + where + "/labels/" + label.link());
 }
 
 // Label chunks hold as many rows as numeric ones, unless that makes them huge.
@@ -159,8 +159,8 @@ void Hdf5Output::Impl::create_objects(Table& table) {
   }
   for (auto& column : table.columns) {
     if (column.in_file || !column.has_value) continue;
-    const std::string column_where = where + "/" + column.link;
-    column.dataset = create_dataset(file_path, table.group.get(), column.link, H5T_IEEE_F64LE,
+    const std::string column_where = where + "/" + column.link();
+    column.dataset = create_dataset(file_path, table.group.get(), column.link(), H5T_IEEE_F64LE,
                                     H5T_NATIVE_DOUBLE, &kNaN, chunk, column_where);
     describe(table, column);
     if (table.rows > 0) {
@@ -179,7 +179,7 @@ void Hdf5Output::Impl::create_objects(Table& table) {
       table.label_group =
           open_or_create_group(file_path, table.group.get(), kLabels, where + "/labels");
     create_label(table, label, label_width(longest), table.label_group.get(),
-                 where + "/labels/" + label.link);
+                 where + "/labels/" + label.link());
   }
 }
 
@@ -190,11 +190,11 @@ void Hdf5Output::Impl::create_label(Table& table, LabelColumn& label, std::size_
                                     hid_t parent, const std::string& where) {
   Handle type = text_type(width);
   if (!type) fail(file_path, "cannot make a string type for " + where);
-  const std::string new_link = label.in_file ? label.link + "%7E" : label.link;
+  const std::string new_link = label.in_file ? label.link() + "%7E" : label.link();
   // No fill value: unwritten rows read as zero bytes, that is "".
   Handle dataset = create_dataset(file_path, parent, new_link, type.get(), type.get(), nullptr,
                                   label_chunk_rows(width), where);
-  write_text_attribute(file_path, dataset.get(), "key", label.key, where);
+  write_text_attribute(file_path, dataset.get(), "key", label.key(), where);
   if (table.rows > 0) {
     std::vector<char> rows(table.rows * width, '\0');
     // The narrow strings read as wide ones (HDF5 pads them); only the committed rows (a
@@ -205,15 +205,15 @@ void Hdf5Output::Impl::create_label(Table& table, LabelColumn& label, std::size_
   }
   if (label.in_file) {
     label.dataset.reset();
-    check(file_path, H5Ldelete(parent, label.link.c_str(), H5P_DEFAULT),
+    check(file_path, H5Ldelete(parent, label.link().c_str(), H5P_DEFAULT),
           "cannot replace " + where);
     dataset.reset();
     Handle link_properties = link_creation_properties(file_path);
     check(file_path,
-          H5Lmove(parent, new_link.c_str(), parent, label.link.c_str(), link_properties.get(),
+          H5Lmove(parent, new_link.c_str(), parent, label.link().c_str(), link_properties.get(),
                   H5P_DEFAULT),
           "cannot replace " + where);
-    dataset = check(file_path, H5Dopen2(parent, label.link.c_str(), H5P_DEFAULT), H5Dclose,
+    dataset = check(file_path, H5Dopen2(parent, label.link().c_str(), H5P_DEFAULT), H5Dclose,
                     "cannot open " + where);
   }
   if (!label.in_file) ++datasets;

@@ -129,6 +129,14 @@ const OptionTable& Hdf5Output::hdf5_options() {
                "master that is behind flushes at most every 6 flush_intervals, to write more rows "
                "per dataset: leave room for that many seconds of its input",
        .min = 1000},
+      {.name = "datasets_kept_open",
+       .type = OptionType::integer,
+       .default_value = std::to_string(Hdf5Output::kDatasetsKeptOpen),
+       .help = "a file of up to this many datasets (columns and labels of every table) keeps them "
+               "open between flushes, the faster way; past it (layout = per_host with more than "
+               "~80 hosts) each table's are opened, written and closed at every flush: the HDF5 "
+               "library holds 10-17 KiB per open dataset",
+       .min = 0},
       {.name = "rotate_size",
        .type = OptionType::integer,
        .default_value = "0",
@@ -153,6 +161,7 @@ Hdf5Output::Impl::Impl(const Options& options, const MetricInfoStore& store,
       chunk(static_cast<hsize_t>(options.get_int("chunk"))),
       flush_interval(options.get_real("flush_interval")),
       max_buffered_points(static_cast<std::size_t>(options.get_int("max_buffered_points"))),
+      datasets_kept_open(static_cast<std::size_t>(options.get_int("datasets_kept_open"))),
       rotate_size(static_cast<std::uint64_t>(options.get_int("rotate_size"))),
       rotate_age(options.get_real("rotate_age")),
       infos(store),
@@ -176,11 +185,11 @@ void Hdf5Output::Impl::write_values(Table& table) {
     // chunk it never wrote (H5D__chunk_update_old_edge_chunks finds no chunk index).
     column.buffer.resize(count, kNaN);
     append(file_path, column.dataset.get(), H5T_NATIVE_DOUBLE, column.buffer.data(), start, count,
-           where + "/" + column.link);
+           where + "/" + column.link());
   }
   if (table.per_sensor) write_label(table.host_column, start, count, where + "/host");
   for (auto& label : table.labels)
-    if (label.in_file) write_label(label, start, count, where + "/labels/" + label.link);
+    if (label.in_file) write_label(label, start, count, where + "/labels/" + label.link());
 }
 
 void Hdf5Output::Impl::write_label(const LabelColumn& label, hsize_t start, hsize_t count,
@@ -400,8 +409,9 @@ void Hdf5Output::Impl::write_row(const Sample& sample) {
     added.host_link = hdf5_link_name(table_host);
     added.sensor_link = hdf5_link_name(sample.sensor);
     added.per_sensor = per_sensor;
-    added.host_column.key = kHost;
-    added.host_column.link = kHost;
+    added.host_column.name = &kHostColumnName;
+    added.column_names = &column_names;
+    added.label_names = &label_names;
   }
   Table& table = found->second;
   if (!stored_before_crash.empty() && already_stored(table, sample)) return;
@@ -513,6 +523,10 @@ double Hdf5Output::flush_period() const { return impl_->flush_interval; }
 // Each flush costs a few HDF5 calls per dataset whatever its rows: writing 6 times as many rows
 // per flush is what lets a file of many hosts catch up (bench/hdf5_bytes: 137k points/s at
 // 200 hosts with flush_interval = 5, 424k with 30).
+std::size_t Hdf5Output::preferred_queue_max_points() const {
+  return impl_->per_sensor ? 0 : kPerHostQueueMaxPoints;
+}
+
 double Hdf5Output::flush_period_when_behind() const { return 6 * impl_->flush_interval; }
 
 void Hdf5Output::reopen() {

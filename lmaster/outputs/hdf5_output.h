@@ -46,9 +46,10 @@ class Hdf5Output final : public Output {
  public:
   // The [hdf5] section: path, complevel, chunk, flush_interval, rotate_size, rotate_age.
   static const OptionTable& hdf5_options();
-  // A file of up to this many datasets keeps them open between flushes; past it (per_host with
-  // more than ~80 hosts) each table's are opened, written and closed at every flush, which bounds
-  // the HDF5 library's memory (10-17 KiB per open dataset) at some CPU (docs/hdf5.md, "Which one").
+  // datasets_kept_open's default: a file of up to this many datasets keeps them open between
+  // flushes; past it (per_host with more than ~80 hosts) each table's are opened, written and
+  // closed at every flush, which bounds the HDF5 library's memory (10-17 KiB per open dataset)
+  // at some CPU (docs/hdf5.md, "Which one").
   static constexpr std::size_t kDatasetsKeptOpen = 16384;
 
   // Takes the lock <path>.lock, renames a regular file found at `path` (an older lmaster's),
@@ -71,6 +72,10 @@ class Hdf5Output final : public Output {
   void flush() override;
   double flush_period() const override;  // flush_interval
   double flush_period_when_behind() const override;
+  // per_host: kPerHostQueueMaxPoints (its flushes of 1000 hosts' datasets take 10-15 s, and a
+  // queue of a million points was ~150 MiB of lmaster's memory; docs/hdf5.md).
+  std::size_t preferred_queue_max_points() const override;
+  static constexpr std::size_t kPerHostQueueMaxPoints = 200000;
   // Flushes, starts a new timestamped file (`path` then points to it), closes and compresses the
   // old one. When the new file cannot be created, keeps writing the old one and throws.
   void reopen() override;

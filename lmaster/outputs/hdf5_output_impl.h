@@ -21,6 +21,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -56,7 +57,7 @@ inline constexpr double kAttributeRefreshSeconds = 60;
 // the file works has its rows dropped.
 inline constexpr int kFailuresBeforeGivingUp = 3;
 // The metadata cache of a file whose objects are opened and closed one table at a time (past
-// Hdf5Output::kDatasetsKeptOpen datasets, and compaction): the library's default grows to 32 MiB
+// datasets_kept_open datasets, and compaction): the library's default grows to 32 MiB
 // of entries, which take ~12 times that in memory, and a small cache is also the faster one then
 // (bench/hdf5_bytes, 300 hosts per_host: 122,000 points/s with 64 KiB, 88,000 with 1 MiB,
 // 64,000-73,000 with 4 MiB; docs/performance.md, "Bounded memory").
@@ -64,9 +65,44 @@ inline constexpr std::size_t kSmallMetadataCache = 64 << 10;
 
 // --- the tables --------------------------------------------------------------------------------
 
-struct Column {
+// A key and its link name in the file, shared by the columns of every table that has the key:
+// per_host has a table per host and sensor with the same keys on every host (205,000 columns
+// for 1000 hosts), which then hold a pointer each instead of two strings.
+struct ColumnName {
   std::string key;
   std::string link;
+};
+
+// The names met so far, of value columns or of labels (their links are escaped differently).
+// Node-based: a name's address never changes. Kept for the output's life: keys are the agents'
+// dictionaries', bounded by what their sensors declare.
+class ColumnNames {
+ public:
+  explicit ColumnNames(bool metric_keys) : metric_keys_(metric_keys) {}
+  const ColumnName& of(std::string_view key) {
+    auto found = names_.find(key);
+    if (found == names_.end())
+      found = names_.insert(ColumnName{std::string(key), hdf5_link_name(key, metric_keys_)}).first;
+    return *found;
+  }
+
+ private:
+  struct ByKey {
+    using is_transparent = void;
+    static std::string_view key(const ColumnName& name) { return name.key; }
+    static std::string_view key(std::string_view key) { return key; }
+    bool operator()(const auto& a, const auto& b) const { return key(a) < key(b); }
+  };
+  bool metric_keys_;
+  std::set<ColumnName, ByKey> names_;
+};
+
+inline const ColumnName kHostColumnName{kHost, kHost};
+
+struct Column {
+  const ColumnName* name = nullptr;
+  const std::string& key() const { return name->key; }
+  const std::string& link() const { return name->link; }
   Handle dataset;
   bool in_file = false;        // its dataset exists in the current file
   bool described = false;      // its unit/kind/description attributes come from the catalog
@@ -79,8 +115,9 @@ struct Column {
 // A text label (device, fstype, address...) stored as a fixed-length string per row: repeated
 // values then compress to almost nothing (variable-length strings cost ~67 B per row).
 struct LabelColumn {
-  std::string key;
-  std::string link;
+  const ColumnName* name = nullptr;
+  const std::string& key() const { return name->key; }
+  const std::string& link() const { return name->link; }
   Handle dataset;
   bool in_file = false;
   bool has_value = false;
@@ -113,9 +150,12 @@ struct Table {
   std::vector<std::uint64_t> job_buffer;
   std::size_t buffered_points = 0;
   std::vector<Column> columns;
-  std::map<std::string, std::size_t, std::less<>> column_index;
+  std::map<std::string_view, std::size_t> column_index;  // views of the columns' names
   std::vector<LabelColumn> labels;
-  std::map<std::string, std::size_t, std::less<>> label_index;
+  std::map<std::string_view, std::size_t> label_index;
+  // The output's, shared by its tables.
+  ColumnNames* column_names = nullptr;
+  ColumnNames* label_names = nullptr;
   std::set<std::uint64_t> jobs;       // in the committed rows of the current file
   std::size_t jobs_in_attribute = 0;  // how many of them the jobs attribute lists
   int failed_flushes = 0;             // in a row, while the file itself worked
@@ -125,17 +165,16 @@ struct Table {
   std::size_t column_number(const std::string& key) {
     auto found = column_index.find(key);
     if (found != column_index.end()) return found->second;
-    column_index.emplace(key, columns.size());
     Column& added = columns.emplace_back();
-    added.key = key;
-    added.link = hdf5_link_name(key, true);
+    added.name = &column_names->of(key);
+    column_index.emplace(added.key(), columns.size() - 1);
     return columns.size() - 1;
   }
   // The column of the i-th key of the last row written: a sensor's samples name their keys in
   // the same order, so one comparison finds the column instead of a lookup in column_index
   // (profiled: the lookups were a sixth of the HDF5 thread at 4 million points/s).
   std::size_t column_of(std::size_t i, const std::string& key) {
-    if (i < key_order.size() && columns[key_order[i]].key == key) return key_order[i];
+    if (i < key_order.size() && columns[key_order[i]].key() == key) return key_order[i];
     std::size_t number = column_number(key);
     if (i < key_order.size())
       key_order[i] = number;
@@ -147,10 +186,9 @@ struct Table {
   LabelColumn& label(const std::string& key) {
     auto found = label_index.find(key);
     if (found != label_index.end()) return labels[found->second];
-    label_index.emplace(key, labels.size());
     LabelColumn& added = labels.emplace_back();
-    added.key = key;
-    added.link = hdf5_link_name(key);
+    added.name = &label_names->of(key);
+    label_index.emplace(added.key(), labels.size() - 1);
     return added;
   }
   std::string where() const {
@@ -232,6 +270,7 @@ struct Hdf5Output::Impl {
   const hsize_t chunk;
   const double flush_interval;
   const std::size_t max_buffered_points;
+  const std::size_t datasets_kept_open;
   const std::uint64_t rotate_size;
   const double rotate_age;
   const MetricInfoStore& infos;
@@ -256,7 +295,7 @@ struct Hdf5Output::Impl {
   std::size_t file_jobs_in_attribute = 0;
   // The current file's job index: tallied by write(), written with the attributes.
   hdf5::JobIndex job_index;
-  // Datasets created in the current file (tables, columns, labels). Past kDatasetsKeptOpen a
+  // Datasets created in the current file (tables, columns, labels). Past datasets_kept_open a
   // table's handles are closed once it is written (release()): the library holds 10-17 KiB per
   // open dataset, and H5Fstart_swmr_write reopens every open one (3.9-6.3 GiB of lmaster's
   // memory for 1000 hosts in per_host; docs/performance.md, "Bounded memory").
@@ -264,6 +303,9 @@ struct Hdf5Output::Impl {
   bool keep_handles = true;   // handles stay open between flushes (plan_handles())
   bool handles_kept = false;  // some were left open while under the limit
 
+  // The names of the tables' columns and labels (declared before `tables`, which point to them).
+  hdf5::ColumnNames column_names{true};
+  hdf5::ColumnNames label_names{false};
   // host -> sensor -> table (per_sensor: the host is ""); tables outlive files (their handles are
   // closed and reopened).
   std::map<std::string, std::map<std::string, hdf5::Table, std::less<>>, std::less<>> tables;

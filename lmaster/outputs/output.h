@@ -125,6 +125,10 @@ class Output {
   virtual std::optional<std::uint64_t> stored_through() const { return std::nullopt; }
   // Samples the runner hands to one write() call at most.
   virtual std::size_t batch_samples() const { return 1000; }
+  // The runner's memory queue when the section does not set queue_max_points; 0: the common
+  // default. An output whose flushes take seconds (HDF5 per_host with many hosts) holds less
+  // of what arrives meanwhile in memory: the rest waits in the journal, read back in order.
+  virtual std::size_t preferred_queue_max_points() const { return 0; }
 
   OutputCounters& counters() { return counters_; }
 
