@@ -243,7 +243,7 @@ void Hdf5Output::Impl::refresh_attributes(bool closing) {
     write_jobs_attribute(file_path, group.group.get(), group.jobs,
                          "/" + hdf5_link_name(host_name));
     group.jobs_in_attribute = group.jobs.size();
-    if (!keep_open()) group.group.reset();
+    if (!keep_handles) group.group.reset();
   }
   if (file_jobs.size() != file_jobs_in_attribute) {
     write_jobs_attribute(file_path, file.get(), file_jobs, "/");

@@ -32,8 +32,6 @@ void Hdf5Output::Impl::open_host(const std::string& host, HostGroup& group) {
                       "cannot open group /" + link);
 }
 
-bool Hdf5Output::Impl::keep_open() const { return keep_handles; }
-
 // Whether this flush leaves the handles open, decided before it creates anything, from what the
 // file will hold after it: the first flush of 200 hosts never has their 40,000 new datasets open
 // at once. Past the limit the metadata cache is made small too (kSmallMetadataCache).
@@ -51,7 +49,7 @@ void Hdf5Output::Impl::plan_handles(const std::vector<Table*>& pending) {
 // of 1000 hosts (239,000) took lmaster to 3.9-6.3 GiB; reopened at every flush, they cost more
 // CPU per dataset at a few hundred hosts, not at 1000 (docs/performance.md, "Bounded memory").
 void Hdf5Output::Impl::release(Table& table) {
-  if (keep_open()) {
+  if (keep_handles) {
     handles_kept = true;
     return;
   }
@@ -84,10 +82,7 @@ void Hdf5Output::Impl::open_time(Table& table) {
 // Opens the handles of a table that is in the file (after a reopen of the file).
 void Hdf5Output::Impl::open_table(Table& table) {
   const std::string where = table.where();
-  open_table_group(file_path, file.get(), table);
-  if (!table.time)
-    table.time = check(file_path, H5Dopen2(table.group.get(), kTime, H5P_DEFAULT), H5Dclose,
-                       "cannot open " + where + "/time");
+  open_time(table);
   if (!table.job)
     table.job = check(file_path, H5Dopen2(table.group.get(), kJob, H5P_DEFAULT), H5Dclose,
                       "cannot open " + where + "/job");

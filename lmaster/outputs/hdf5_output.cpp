@@ -520,13 +520,14 @@ std::optional<std::uint64_t> Hdf5Output::stored_through() const {
 }
 
 double Hdf5Output::flush_period() const { return impl_->flush_interval; }
-// Each flush costs a few HDF5 calls per dataset whatever its rows: writing 6 times as many rows
-// per flush is what lets a file of many hosts catch up (bench/hdf5_bytes: 137k points/s at
-// 200 hosts with flush_interval = 5, 424k with 30).
+
 std::size_t Hdf5Output::preferred_queue_max_points() const {
   return impl_->per_sensor ? 0 : kPerHostQueueMaxPoints;
 }
 
+// Each flush costs a few HDF5 calls per dataset whatever its rows: writing 6 times as many rows
+// per flush is what lets a file of many hosts catch up (bench/hdf5_bytes: 137k points/s at
+// 200 hosts with flush_interval = 5, 424k with 30).
 double Hdf5Output::flush_period_when_behind() const { return 6 * impl_->flush_interval; }
 
 void Hdf5Output::reopen() {

@@ -385,7 +385,6 @@ struct Hdf5Output::Impl {
   bool needs_objects(const hdf5::Table& table) const;
   std::size_t new_datasets(const hdf5::Table& table) const;
   void plan_handles(const std::vector<hdf5::Table*>& pending);
-  bool keep_open() const;
   void release(hdf5::Table& table);
   void open_time(hdf5::Table& table);
 
