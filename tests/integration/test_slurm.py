@@ -61,8 +61,11 @@ def probe(job, dirs):
     freezer = dirs.get("freezer")
     if freezer:
         value["job_dir_pids"] = cgroup_procs(freezer)  # slurmstepd
-        steps = [os.path.join(freezer, n) for n in sorted(os.listdir(freezer)) if n.startswith("step_")] \
-            if os.path.isdir(freezer) else []
+        try:
+            names = sorted(os.listdir(freezer))
+        except FileNotFoundError:  # the job ended between job_dirs() and here
+            names = []
+        steps = [os.path.join(freezer, n) for n in names if n.startswith("step_")]
         value["step_pids"] = sorted(set(p for step in steps for p in tree_procs(step)))
     return value
 
