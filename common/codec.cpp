@@ -456,11 +456,27 @@ void MasterDictionary::apply(const DictionaryUpdate& update) {
 }
 
 Sample MasterDictionary::resolve(const WireSample& wire, const std::string& host) const {
+  Sample sample;
+  resolve_into(wire, host, sample);
+  return sample;
+}
+
+void MasterDictionary::resolve_batch(Message& batch, const std::string& host, std::vector<Sample>& out) {
+  if (batch.type != MessageType::batch) return;
+  if (batch.compact.empty()) {  // version 1
+    for (const auto& wire : batch.samples) resolve_into(wire, host, out.emplace_back());
+    return;
+  }
+  decode_compact_batch(batch.compact, memory_,
+                       [&](const WireSample& wire) { resolve_into(wire, host, out.emplace_back()); });
+  batch.compact.clear();
+}
+
+void MasterDictionary::resolve_into(const WireSample& wire, const std::string& host, Sample& sample) const {
   if (wire.sensor >= sensors_.size())
     throw ProtocolError(fmt::format("sample names unknown sensor #{}", wire.sensor));
   if (wire.series.size() != wire.values.size())
     throw ProtocolError(fmt::format("sample with {} series but {} values", wire.series.size(), wire.values.size()));
-  Sample sample;
   sample.host = host;
   sample.sensor = sensors_[wire.sensor].name;
   sample.time_ns = wire.time_ns;
@@ -473,7 +489,6 @@ Sample MasterDictionary::resolve(const WireSample& wire, const std::string& host
     sample.metrics.push_back({series_[index].key, wire.values[i]});
   }
   sample.labels = wire.labels;
-  return sample;
 }
 
 std::optional<Kind> MasterDictionary::kind(std::uint32_t series) const {

@@ -185,6 +185,10 @@ class MasterDictionary {
   void unpack(Message& batch);
   // Throws ProtocolError on an index the agent never defined.
   Sample resolve(const WireSample& wire, const std::string& host) const;
+  // unpack and resolve in one pass, as lmaster takes a new batch: its samples of `host` are
+  // appended to `out` (a version-2 batch's decoded one at a time into a reused WireSample).
+  // Throws ProtocolError as they do; the samples it appended before then are the caller's to drop.
+  void resolve_batch(Message& batch, const std::string& host, std::vector<Sample>& out);
 
   // What a connection keeps of a series: what resolving its samples needs. Units and
   // descriptions are the same for every agent: the master keeps them once (MetricInfoStore).
@@ -204,6 +208,7 @@ class MasterDictionary {
   static constexpr std::size_t kMaxSeries = 1u << 20;
 
  private:
+  void resolve_into(const WireSample& wire, const std::string& host, Sample& sample) const;
   std::vector<SensorDescription> sensors_;
   std::vector<KnownSeries> series_;
   ConnectionMemory memory_;

@@ -219,8 +219,9 @@ double decode_value(Reader& in, unsigned tag, double last) {
   }
 }
 
-WireSample decode_sample(Reader& in, ConnectionMemory& memory) {
-  WireSample out;
+// Into `out`, whose vectors keep their capacity from the sample before.
+void decode_sample(Reader& in, ConnectionMemory& memory, WireSample& out) {
+  out.job = 0;
   std::uint8_t flags = in.byte();
   if (flags & ~(kJob | kSameSeries | kLabels | kSameLabels)) throw ProtocolError("compact batch: unknown sample flags");
   auto sensor = in.varint();
@@ -272,16 +273,18 @@ WireSample decode_sample(Reader& in, ConnectionMemory& memory) {
     auto count = in.count(2, "labels");
     if (count == 0) throw ProtocolError("compact batch: labels flag with no label");
     out.labels.reserve(count);
+    out.labels.clear();
     for (std::size_t i = 0; i < count; ++i) {
       auto key = in.text("label key");
       out.labels.push_back({std::move(key), in.text("label value")});
     }
+  } else {
+    out.labels.clear();
   }
   if (!last) last = &memory.last[{out.sensor, out.job}];
   if (!same_series) last->series = out.series;  // else: they are the same already
   last->values = out.values;
   if (!(flags & kSameLabels)) last->labels = out.labels;
-  return out;
 }
 
 }  // namespace
@@ -296,14 +299,22 @@ void CompactBatchWriter::add(const Sample& sample, std::uint32_t sensor, const s
   encode_sample(sample, sensor, series, memory_, bytes_);
 }
 
-std::vector<WireSample> decode_compact_batch(std::string_view bytes, ConnectionMemory& memory) {
+void decode_compact_batch(std::string_view bytes, ConnectionMemory& memory,
+                          const std::function<void(const WireSample&)>& each) {
   start_batch(memory);
   Reader in(bytes);
   auto count = in.count(3, "samples");
-  std::vector<WireSample> samples;
-  samples.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) samples.push_back(decode_sample(in, memory));
+  WireSample sample;
+  for (std::size_t i = 0; i < count; ++i) {
+    decode_sample(in, memory, sample);
+    each(sample);
+  }
   if (!in.done()) throw ProtocolError("compact batch: trailing bytes after the last sample");
+}
+
+std::vector<WireSample> decode_compact_batch(std::string_view bytes, ConnectionMemory& memory) {
+  std::vector<WireSample> samples;
+  decode_compact_batch(bytes, memory, [&](const WireSample& sample) { samples.push_back(sample); });
   return samples;
 }
 

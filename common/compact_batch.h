@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,5 +47,10 @@ class CompactBatchWriter {
 // Reads one batch, in the order it was written. Throws ProtocolError on malformed bytes (every
 // read is checked against the end); the connection must then start over.
 std::vector<WireSample> decode_compact_batch(std::string_view bytes, ConnectionMemory& memory);
+// The same, each sample handed to `each` as it is read, in one WireSample reused from sample to
+// sample (lmaster's receiving path: no vectors allocated per sample). What `each` throws
+// propagates; the samples before it were handed over, the memory moved on.
+void decode_compact_batch(std::string_view bytes, ConnectionMemory& memory,
+                          const std::function<void(const WireSample&)>& each);
 
 }  // namespace fructosa

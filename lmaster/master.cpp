@@ -502,8 +502,6 @@ class Master {
           ++turned_away_batches_;
           return;
         }
-        // Every batch, resends of accepted ones included, moves the connection's memory on.
-        peer.dictionary.unpack(message);
         return accept_batch(router, identity, peer, message);
       case MessageType::heartbeat:
         if (peer.host.empty()) return ask_resync(router, identity, peer, "unknown agent");
@@ -521,26 +519,25 @@ class Master {
     }
   }
 
-  void accept_batch(zmq::socket_t&, const std::string& identity, Peer& peer, const Message& message) {
+  void accept_batch(zmq::socket_t&, const std::string& identity, Peer& peer, Message& message) {
     SessionKey key{peer.host, peer.session};
     std::uint64_t last = last_accepted(key);
     if (message.sequence <= last) {
-      // A resend of what was already accepted: acknowledge again (once that is durable), keep it once.
+      // A resend of what was already accepted: acknowledge again (once that is durable), keep it
+      // once. Decoded all the same: every batch moves the connection's memory on.
+      peer.dictionary.unpack(message);
       pending_acks_.push_back({identity, peer.host, last, 0, false});
       return;
     }
     // Resolve everything first: a bad index rejects the whole batch, never half of it.
     std::size_t first = pending_.size();
     try {
-      for (const auto& wire : message.samples) {
-        pending_.push_back(peer.dictionary.resolve(wire, peer.host));
-        received_points_ += pending_.back().metrics.size();
-      }
+      peer.dictionary.resolve_batch(message, peer.host, pending_);
     } catch (...) {
-      for (std::size_t i = first; i < pending_.size(); ++i) received_points_ -= pending_[i].metrics.size();
       pending_.resize(first);
       throw;
     }
+    for (std::size_t i = first; i < pending_.size(); ++i) received_points_ += pending_[i].metrics.size();
     ++received_batches_;
     if (last != 0 && message.sequence != last + 1)
       spdlog::warn("agent {}: batches {}..{} never arrived (dropped by the agent, or numbers it skipped after "

@@ -22,26 +22,36 @@ AgentDictionary make_agent() {
 
 bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-// One connection: what the agent encodes goes through decode, unpack and resolve as in lmaster.
+void expect_same(const std::vector<Sample>& sent, const std::vector<Sample>& received);
+
+// One connection: what the agent encodes goes through decode, unpack and resolve, and through
+// resolve_batch (lmaster's one pass) on a second master, which must give the same samples.
 struct Link {
   AgentDictionary agent = make_agent();
   MasterDictionary master;
+  MasterDictionary one_pass;
   std::size_t batch_bytes = 0;  // batch messages only (dictionaries left out)
 
   std::vector<Sample> send(std::uint64_t sequence, const std::vector<Sample>& samples) {
     std::vector<Bytes> messages;
     agent.encode_batch(sequence, samples, messages);
     std::vector<Sample> received;
+    std::vector<Sample> received_in_one_pass;
     for (const auto& bytes : messages) {
       Message message = decode(bytes.data(), bytes.size());
       if (message.type == MessageType::dictionary) {
         master.apply(message.dictionary);
+        one_pass.apply(message.dictionary);
         continue;
       }
       batch_bytes += bytes.size();
+      Message copy = message;
       master.unpack(message);
       for (const auto& wire : message.samples) received.push_back(master.resolve(wire, "node"));
+      one_pass.resolve_batch(copy, "node", received_in_one_pass);
     }
+    expect_same(received, received_in_one_pass);
+    for (const auto& sample : received_in_one_pass) EXPECT_EQ(sample.host, "node");
     return received;
   }
 };
@@ -244,6 +254,12 @@ TEST(CompactBatches, MalformedOrOutOfOrderBatchesAreProtocolErrors) {
     truncated.compact.resize(cut);
     if (cut == 0) continue;  // empty: no compact samples at all
     EXPECT_THROW(master.unpack(truncated), ProtocolError) << "cut at " << cut;
+    MasterDictionary one_pass;
+    one_pass.apply(dictionary.dictionary);
+    std::vector<Sample> out;
+    truncated = whole;
+    truncated.compact.resize(cut);
+    EXPECT_THROW(one_pass.resolve_batch(truncated, "n", out), ProtocolError) << "cut at " << cut;
   }
   for (std::size_t at = 0; at < whole.compact.size(); ++at) {
     for (unsigned char flip : {0x01, 0x80, 0xff}) {
@@ -251,9 +267,17 @@ TEST(CompactBatches, MalformedOrOutOfOrderBatchesAreProtocolErrors) {
       master.apply(dictionary.dictionary);
       Message changed = whole;
       changed.compact[at] = static_cast<char>(changed.compact[at] ^ flip);
+      Message copy = changed;
       try {
         master.unpack(changed);
         for (const auto& wire : changed.samples) (void)master.resolve(wire, "n");
+      } catch (const ProtocolError&) {
+      }
+      MasterDictionary one_pass;
+      one_pass.apply(dictionary.dictionary);
+      std::vector<Sample> out;
+      try {
+        one_pass.resolve_batch(copy, "n", out);
       } catch (const ProtocolError&) {
       }
     }
