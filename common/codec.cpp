@@ -1,6 +1,7 @@
 #include "codec.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <new>
 
@@ -138,13 +139,18 @@ std::size_t unpack(const unsigned char* in, std::size_t size, std::uint64_t* out
   auto truncated = [] { return ProtocolError("undecodable message: packed data ends inside a word or run"); };
   while (at < size) {
     unsigned tag = in[at++];
-    unsigned char word[8] = {};
-    for (unsigned bit = 0; bit < 8; ++bit) {
-      if (!(tag & (1u << bit))) continue;
-      if (at == size) throw truncated();
-      word[bit] = in[at++];
+    auto present = static_cast<std::size_t>(std::popcount(tag));
+    if (present > size - at) throw truncated();
+    if (!out) {
+      at += present;  // counting: the bytes need not be looked at
+    } else if (tag == 0xff) {
+      std::memcpy(out + words, in + at, sizeof(std::uint64_t));
+      at += sizeof(std::uint64_t);
+    } else {
+      unsigned char word[8];
+      for (unsigned bit = 0; bit < 8; ++bit) word[bit] = (tag >> bit) & 1u ? in[at++] : 0;
+      std::memcpy(out + words, word, sizeof word);
     }
-    if (out) std::memcpy(out + words, word, sizeof word);
     ++words;
     if (tag == 0x00 || tag == 0xff) {
       if (at == size) throw truncated();

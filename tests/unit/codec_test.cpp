@@ -211,6 +211,21 @@ TEST(Codec, GarbageTruncationAndOtherVersionsAreRejected) {
   std::vector<char> random(4096);
   for (std::size_t i = 0; i < random.size(); ++i) random[i] = static_cast<char>((i * 7919) ^ (i >> 3));
   EXPECT_THROW(decode(random.data(), random.size()), ProtocolError);
+  // Every cut of a packed batch: refused as a ProtocolError, never read past (the sanitizers
+  // run this), whatever tag byte it ends in.
+  AgentDictionary agent = make_dictionary();
+  std::vector<Bytes> messages;
+  agent.encode_batch(3, {make_sample("VirtualMemory", 1, {{"total", 1.5e10}, {"used", 0}, {"percent", 12.5}})},
+                     messages);
+  const Bytes& batch = messages.back();
+  for (std::size_t cut = 1; cut < batch.size(); ++cut) {
+    std::vector<char> part(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(cut));
+    try {
+      (void)decode(part.data(), part.size());
+    } catch (const ProtocolError&) {
+    }
+  }
+  EXPECT_NO_THROW(decode(batch.data(), batch.size()));
 }
 
 TEST(Codec, DecodesFromUnalignedMemory) {
