@@ -18,8 +18,8 @@ class MemoryGuard {
   // 0: no bound (holding() is false).
   explicit MemoryGuard(std::uint64_t max_bytes);
 
-  // Looks at the memory now and then (every 100 ms; while holding, after asking glibc to give
-  // back its free pages once a second). True while batches must be turned away.
+  // Looks at the memory now and then (every 100 ms), and asks glibc to give back its free pages
+  // every 10 s (once a second while holding), bound or not. True while batches must be turned away.
   bool check(Clock::time_point now);
   bool holding() const { return holding_; }
   // True once after a hold ended: the agents turned away must be asked to resend.
@@ -36,6 +36,7 @@ class MemoryGuard {
 
  private:
   void release(Clock::time_point now);
+  void trim(Clock::time_point now);
 
   std::uint64_t max_bytes_;
   std::uint64_t rss_ = 0;
