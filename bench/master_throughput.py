@@ -7,6 +7,7 @@ Usage:
                                [--relay-start P] [--relay-factor F] [--relay-seconds S]
                                [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
                                [--no-hdf5] [--hdf5-layout L] [--rotate-age S] [--hdf5-option K=V]...
+                               [--stall AT:FOR]
                                [--prometheus] [--lmaster PATH] [--master-load PATH]
                                [--carbon-sink PATH] [--remote-write-sink PATH] [--json FILE]
 
@@ -17,7 +18,8 @@ Usage:
     --seconds after --warmup. Measured: lmaster's CPU (utime+stime of its pid over the
     measurement window, % of one core and ns per point), its peak RSS (VmHWM) and the slope of
     its RSS over the second half of the window (VmRSS every 0.2 s, least squares, MiB per hour:
-    run `--interval 1 --seconds 1800` for a paced half hour), points/s
+    run `--interval 1 --seconds 1800` for a paced half hour; `--stall AT:FOR` stops lmaster for
+    FOR s AT s into the window, and the report gives its RSS before, after and at the end), points/s
     acknowledged (master_load) and arriving at the sink in the same window, whether every
     acknowledged point reached the sink once everything is delivered, latency (receive time at
     the sink - sample time) p50/p99 of the points received in the measurement window, payload bytes per point on the wire (master_load) and HDF5
@@ -159,6 +161,11 @@ class ProcessMonitor:
     def cpu_between(self, start, end):
         return interpolate(self.cpu, end) - interpolate(self.cpu, start)
 
+    def rss_median(self, start, end):
+        """Median VmRSS in MiB over [start, end] (None without samples)."""
+        inside = sorted(kib / 1024.0 for t, kib in self.rss if start <= t <= end)
+        return inside[len(inside) // 2] if inside else None
+
     def thread_cpu_between(self, name, start, end):
         series = self.threads.get(name, [])
         return interpolate(series, end) - interpolate(series, start)
@@ -294,11 +301,28 @@ def measure_lmaster(options, directory):
                 [threading.Timer(options.warmup + options.seconds, s.mark, ["end"]) for s in sinks]
         for mark in marks:
             mark.start()
+        # --stall AT:FOR: lmaster stopped (SIGSTOP) for FOR s, AT s into the window, as a pause of
+        # the machine would: the agents' batches wait, then come at once.
+        stalled_at = []
+        stall = None
+        if options.stall:
+            at, length = options.stall
+
+            def pause():
+                stalled_at.append(time.time())
+                os.kill(lmaster.pid, signal.SIGSTOP)
+                try:
+                    time.sleep(length)  # the stall itself, not a wait for a condition
+                finally:
+                    os.kill(lmaster.pid, signal.SIGCONT)
+
+            stall = threading.Timer(options.warmup + at, pause)
+            stall.start()
         load = run_load(load_arguments(options) + [
             "--endpoint", f"tcp://127.0.0.1:{port}", "--seconds", str(options.seconds), "--warmup",
             str(options.warmup), "--window", str(options.window), "--drain", "30"] + pace,
             directory, "master_load", timeout=options.warmup + options.seconds + 300)
-        for mark in marks:
+        for mark in marks + ([stall] if stall else []):
             mark.join()
         # Everything acknowledged must reach the sink (the Graphite output works behind the acks).
         delivered = sink.wait_quiet(load["points_acked"], quiet_s=15, timeout=600)
@@ -349,6 +373,10 @@ def measure_lmaster(options, directory):
             "peak_rss_mib": monitor.peak_rss_kib / 1024.0,
             "rss_slope_mib_per_hour": monitor.rss_slope(start, end),
             "rss_per_rotation_mib": monitor.rss_periods(start, end, options.rotate_age) if options.rotate_age else None,
+            # RSS in the 10 s before the stall, its peak after, and in the window's last 10 s.
+            "rss_around_stall_mib": (monitor.rss_median(stalled_at[0] - 10, stalled_at[0]),
+                                     max((kib / 1024.0 for t, kib in monitor.rss if t >= stalled_at[0]), default=None),
+                                     monitor.rss_median(end - 10, end)) if stalled_at else None,
             "latency_p50_s": final.get("window_latency_s", {}).get("p50"),
             "latency_p99_s": final.get("window_latency_s", {}).get("p99"),
             "latency_max_s": final.get("window_latency_s", {}).get("max"),
@@ -494,6 +522,10 @@ def print_table(options, lmaster, relay):
         if lmaster.get("rss_per_rotation_mib"):
             print(f"RSS per {options.rotate_age:g} s HDF5 file (peak/last, MiB): " +
                   ", ".join(f"{peak:.0f}/{last:.0f}" for peak, last in lmaster["rss_per_rotation_mib"]))
+        if lmaster.get("rss_around_stall_mib"):
+            before, peak, last = lmaster["rss_around_stall_mib"]
+            print(f"RSS around the stall (MiB): {fmt(before, '.1f')} before, {fmt(peak, '.1f')} at the peak after, "
+                  f"{fmt(last, '.1f')} in the window's last 10 s")
         print(f"{'lmaster stop, s':26} {fmt(lmaster['lmaster_stop_s'], '.1f'):>14}")
         print(f"{'latency p50/p99, whole run':26} {fmt(lmaster['run_latency_p50_s'], '.3f'):>7}/"
               f"{fmt(lmaster['run_latency_p99_s'], '.3f')} s (warm-up included)")
@@ -529,6 +561,17 @@ def print_table(options, lmaster, relay):
     print("command: " + " ".join(shlex.quote(a) for a in sys.argv))
 
 
+def parse_stall(text):
+    at, colon, length = text.partition(":")
+    try:
+        values = (float(at), float(length))
+    except ValueError:
+        values = None
+    if not colon or values is None or values[0] < 0 or values[1] <= 0:
+        raise argparse.ArgumentTypeError(f"--stall wants AT:FOR in seconds (e.g. 60:25), not {text!r}")
+    return values
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build", help="build directory (default build/)")
@@ -557,6 +600,10 @@ def main():
                              "peak of each such period of the window")
     parser.add_argument("--hdf5-option", action="append", default=[], metavar="KEY=VALUE",
                         help="another [hdf5] key (repeatable), e.g. queue_max_points=1000000")
+    parser.add_argument("--stall", metavar="AT:FOR", type=parse_stall,
+                        help="lmaster run: stop lmaster (SIGSTOP) AT s into the window for FOR s, then let it "
+                             "go on: the burst after a pause; the report gives the RSS before, at the peak "
+                             "after and at the end of the window")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--lmaster-only", action="store_true")
     group.add_argument("--relay-only", action="store_true")

@@ -103,14 +103,17 @@ class MasterThroughputTest(FructosaTestCase):
     def test_the_prometheus_output_delivers_every_point_next_to_graphite(self):
         # Paced (one batch per agent every 0.2 s): flat out, an agent's batches can share a
         # millisecond, and a series cannot hold two points of one millisecond in Prometheus.
+        # lmaster is stopped for 0.5 s 1 s into the window (--stall): nothing may be lost either.
         result_path = self.path("result.json")
         run = subprocess.run(
             ["/usr/bin/python3", SCRIPT, "--lmaster", LMASTER, "--master-load", MASTER_LOAD, "--carbon-sink",
              CARBON_SINK, "--remote-write-sink", REMOTE_WRITE_SINK, "--lmaster-only", "--prometheus", "--no-hdf5",
-             "--agents", "10", "--seconds", "3", "--warmup", "1", "--interval", "0.2", "--json", result_path],
+             "--agents", "10", "--seconds", "3", "--warmup", "1", "--interval", "0.2", "--stall", "1:0.5",
+             "--json", result_path],
             capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
         self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
-        for figure in ("output graphite: sink", "output prometheus: sink", "ns per point", "command: "):
+        for figure in ("output graphite: sink", "output prometheus: sink", "ns per point", "command: ",
+                       "RSS around the stall"):
             self.assertIn(figure, run.stdout)
         with open(result_path) as f:
             lmaster = json.load(f)["lmaster"]
@@ -121,6 +124,8 @@ class MasterThroughputTest(FructosaTestCase):
         self.assertEqual(prometheus["bad_requests"], 0)
         self.assertGreater(prometheus["requests"], 0)
         self.assertIsNotNone(lmaster["outputs"]["graphite"]["thread_cpu_ns_per_point"])
+        self.assertEqual(len(lmaster["rss_around_stall_mib"]), 3)
+        self.assertTrue(all(figure > 0 for figure in lmaster["rss_around_stall_mib"]), lmaster["rss_around_stall_mib"])
 
 
 if __name__ == "__main__":
