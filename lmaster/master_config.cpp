@@ -72,8 +72,8 @@ const OptionTable& output_common_options() {
   static const OptionTable table{
       {.name = "queue_max_points", .type = OptionType::integer, .default_value = "1000000",
        .help = "points this output may hold in memory while it is behind; beyond them it reads them "
-               "back from the journal under [lmaster] data_dir when it catches up ([hdf5] with "
-               "layout = per_host: 200000 unless set, as its flushes take seconds at many hosts)",
+               "back from the journal under [lmaster] data_dir when it catches up ([hdf5]: 200000 "
+               "unless set, as its flushes and each rotation's compression hold it for seconds)",
        .min = 1000},
       {.name = "retry_max_interval", .type = OptionType::real, .default_value = "30",
        .help = "longest wait in seconds between two tries after a failure (the wait starts at 0.5 s "

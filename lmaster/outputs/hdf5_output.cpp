@@ -522,7 +522,7 @@ std::optional<std::uint64_t> Hdf5Output::stored_through() const {
 double Hdf5Output::flush_period() const { return impl_->flush_interval; }
 
 std::size_t Hdf5Output::preferred_queue_max_points() const {
-  return impl_->per_sensor ? 0 : kPerHostQueueMaxPoints;
+  return kQueueMaxPoints;
 }
 
 // Each flush costs a few HDF5 calls per dataset whatever its rows: writing 6 times as many rows

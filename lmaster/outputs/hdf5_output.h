@@ -72,10 +72,11 @@ class Hdf5Output final : public Output {
   void flush() override;
   double flush_period() const override;  // flush_interval
   double flush_period_when_behind() const override;
-  // per_host: kPerHostQueueMaxPoints (its flushes of 1000 hosts' datasets take 10-15 s, and a
-  // queue of a million points was ~150 MiB of lmaster's memory; docs/hdf5.md).
+  // kQueueMaxPoints: the output falls behind for seconds at a time by design (per_host's flushes
+  // of 1000 hosts' datasets take 10-15 s; each rotation's compression holds the library), and a
+  // queue of a million points was ~100-150 MiB of lmaster's memory meanwhile (docs/hdf5.md).
   std::size_t preferred_queue_max_points() const override;
-  static constexpr std::size_t kPerHostQueueMaxPoints = 200000;
+  static constexpr std::size_t kQueueMaxPoints = 200000;
   // Flushes, starts a new timestamped file (`path` then points to it), closes and compresses the
   // old one. When the new file cannot be created, keeps writing the old one and throws.
   void reopen() override;

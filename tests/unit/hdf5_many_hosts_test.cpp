@@ -134,16 +134,17 @@ TEST(Hdf5Output, ManyHostsAreWrittenWithTheirDatasetsClosedBetweenFlushes) {
     EXPECT_EQ(devices[row], row < late_from ? "" : "sda" + std::to_string(row)) << row;
 }
 
-// per_host's flushes of many datasets take seconds: its runner holds less of what arrives
-// meanwhile unless the section says otherwise (master.cpp reads this when queue_max_points is not
-// set); per_sensor keeps the common default.
-TEST(Hdf5Output, PerHostPrefersASmallerMemoryQueue) {
+// per_host's flushes of many datasets and every rotation's compression hold the output for
+// seconds: its runner holds less of what arrives meanwhile unless the section says otherwise
+// (master.cpp reads this when queue_max_points is not set).
+TEST(Hdf5Output, PrefersASmallerMemoryQueueInBothLayouts) {
   TempDir dir;
   MetricInfoStore infos;
   Hdf5Output per_host(options_for(dir.path() + "/host.h5", {"layout=per_host"}), infos);
-  EXPECT_EQ(per_host.preferred_queue_max_points(), Hdf5Output::kPerHostQueueMaxPoints);
+  EXPECT_EQ(per_host.preferred_queue_max_points(), Hdf5Output::kQueueMaxPoints);
   Hdf5Output per_sensor(options_for(dir.path() + "/sensor.h5", {"layout=per_sensor"}), infos);
-  EXPECT_EQ(per_sensor.preferred_queue_max_points(), 0u);
+  EXPECT_EQ(per_sensor.preferred_queue_max_points(), Hdf5Output::kQueueMaxPoints);
+  EXPECT_LT(Hdf5Output::kQueueMaxPoints, 1000000u);  // the common default
 }
 
 }  // namespace
