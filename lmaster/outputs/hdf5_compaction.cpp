@@ -67,9 +67,7 @@ Hdf5Output::Impl::Compaction Hdf5Output::Impl::compact_file(const std::string& p
     // Objects are copied one at a time: a small metadata cache (a file of 57,000 datasets:
     // 127 MiB of lmaster's memory with the default cache, 59 with this one, as fast).
     Handle access = file_access_properties(path, kSmallMetadataCache);
-    Handle source =
-        check(path, H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()),
-              H5Fclose, "cannot open it");
+    Handle source = open_left_open_file(path, access.get());
     Handle target =
         check(temporary, H5Fcreate(temporary.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()),
               H5Fclose, "cannot create its compressed copy");

@@ -50,8 +50,7 @@ std::optional<std::array<std::uint64_t, 2>> read_flushed_mark(const fs::path& pa
   try {
     const std::string name = path.string();
     Handle access = file_access_properties(name);
-    Handle file = check(name, H5Fopen(name.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()), H5Fclose,
-                        "cannot open it");
+    Handle file = open_left_open_file(name, access.get());
     if (H5Lexists(file.get(), kFlushedLink, H5P_DEFAULT) <= 0) return std::nullopt;
     Handle mark = check(name, H5Dopen2(file.get(), kFlushedLink, H5P_DEFAULT), H5Dclose, "cannot open /.flushed");
     if (dataset_rows(name, mark.get(), "/.flushed") != 2) return std::nullopt;
@@ -153,14 +152,19 @@ void Hdf5Output::Impl::compact_left_over_files() {
     return std::make_pair(middle.substr(0, 16), attempt);
   };
   std::sort(members.begin(), members.end(), [&](const fs::path& a, const fs::path& b) { return order(a) < order(b); });
-  if (!members.empty() && std::find(left_open.begin(), left_open.end(), members.back()) != left_open.end())
-    newest_mark = read_flushed_mark(members.back());
+  auto holds = [](const std::vector<fs::path>& files, const fs::path& path) {
+    return std::find(files.begin(), files.end(), path) != files.end();
+  };
+  const fs::path newest = members.empty() ? fs::path() : members.back();
+  if (!newest.empty() && holds(left_open, newest)) newest_mark = read_flushed_mark(newest);
+  std::vector<fs::path> repaired;
   for (const auto& path : left_open) {
     interrupted.erase(std::remove(interrupted.begin(), interrupted.end(), path),
                       interrupted.end());
     try {
       const Compaction done = compact_file(path.string());
-      if (path == members.back()) newest_rows = done.rows;
+      if (path == newest) newest_rows = done.rows;
+      repaired.push_back(path);
       spdlog::warn(
           "hdf5: {} was left open by a writer that stopped without closing it: "
           "repaired and compressed ({} -> {} bytes, {} table(s) cut back to their last "
@@ -181,18 +185,18 @@ void Hdf5Output::Impl::compact_left_over_files() {
     if ((*newest_mark)[1] == *newest_rows) {
       stored_through = (*newest_mark)[0];
       spdlog::info("hdf5: {} holds every sample of lmaster's journal up to record {} ({} rows)",
-                   members.back().string(), *stored_through, *newest_rows);
+                   newest.string(), *stored_through, *newest_rows);
       return;
     }
     spdlog::warn("hdf5: {}: its last flush was cut short ({} complete rows, {} at the flush before): "
                  "samples the journal sends again are compared with its rows' times",
-                 members.back().string(), *newest_rows, (*newest_mark)[1]);
+                 newest.string(), *newest_rows, (*newest_mark)[1]);
   }
-  // Otherwise by time: rows up to the newest time of each series in these files (or in the
-  // newest file, when the crash came right after a rotation) are taken as stored.
-  if (std::find(left_open.begin(), left_open.end(), members.back()) == left_open.end())
-    left_open.push_back(members.back());
-  for (const auto& path : left_open) remember_stored_rows(path.string());
+  // Otherwise by time: rows up to the newest time of each series in the repaired files (or in
+  // the newest file, when the crash came right after a rotation) are taken as stored.
+  // A file moved aside holds nothing of the series any more: the journal's replay stores its rows again.
+  if (!members.empty() && !holds(repaired, members.back())) repaired.push_back(members.back());
+  for (const auto& path : repaired) remember_stored_rows(path.string());
 }
 
 // A file of the series that cannot be read leaves the series (readers of the series would fail on
@@ -248,8 +252,7 @@ bool Hdf5Output::Impl::already_stored(const Table& table, const Sample& sample) 
 void Hdf5Output::Impl::remember_stored_rows(const std::string& path) {
   try {
     Handle access = file_access_properties(path);
-    Handle file = check(path, H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access.get()), H5Fclose,
-                        "cannot open it");
+    Handle file = open_left_open_file(path, access.get());
     for (const auto& top_link : hard_links(path, file.get(), "/")) {
       if (top_link == kJobIndexLink) continue;  // the job index: no table
       Handle top = check(path, H5Oopen(file.get(), top_link.c_str(), H5P_DEFAULT), H5Oclose, "cannot open " + top_link);

@@ -272,6 +272,24 @@ Handle file_access_properties(const std::string& file, std::size_t metadata_cach
   return access;
 }
 
+Handle open_left_open_file(const std::string& file, hid_t access) {
+  // Killed in SWMR mode: read as a SWMR reader reads a file being written.
+  hid_t id = H5Fopen(file.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, access);
+  if (id >= 0) return Handle(id, H5Fclose);
+  // Killed while it had the file open without SWMR (leave_swmr: adding tables), the superblock
+  // says "open for write" alone, which no reader accepts: h5clear's file access property
+  // ("clear_status_flags", registered in every list) ignores that. The file is opened read-only,
+  // so the flags stay as they are on disk until the repaired copy replaces it.
+  std::string error = hdf5_error();
+  const hbool_t ignore_flags = true;
+  if (H5Pexist(access, "clear_status_flags") > 0 && H5Pset(access, "clear_status_flags", &ignore_flags) >= 0) {
+    id = H5Fopen(file.c_str(), H5F_ACC_RDONLY, access);
+    if (id >= 0) return Handle(id, H5Fclose);
+    error = hdf5_error();
+  }
+  throw std::runtime_error(fmt::format("HDF5 output {}: cannot open it: {}", file, error));
+}
+
 void set_metadata_cache(const std::string& file, hid_t id, std::size_t metadata_cache_bytes) {
   H5AC_cache_config_t config = metadata_cache_config(file, metadata_cache_bytes);
   check(file, H5Fset_mdc_config(id, &config), "cannot size the metadata cache");

@@ -94,6 +94,9 @@ void append(const std::string& file, hid_t dataset, hid_t memory_type, const voi
 Handle group_creation_properties(const std::string& file);
 Handle link_creation_properties(const std::string& file);
 Handle file_access_properties(const std::string& file, std::size_t metadata_cache_bytes = 0);
+// Opens, to read it only, a file a writer that is gone left open (its lock is ours). `access`:
+// from file_access_properties(), changed here. Throws std::runtime_error naming the file.
+Handle open_left_open_file(const std::string& file, hid_t access);
 // Resizes the metadata cache of an open file (0: back to the library's default).
 void set_metadata_cache(const std::string& file, hid_t id, std::size_t metadata_cache_bytes);
 // Bytes that may still be written on the file system holding `directory`.
