@@ -1,6 +1,7 @@
 #include "codec.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <new>
@@ -132,6 +133,14 @@ bool is_utf8(std::string_view text) {
   return true;
 }
 
+// Bits set in each tag byte: std::popcount is a libgcc call on the baseline x86-64 target (no
+// POPCNT instruction), once per packed word.
+constexpr auto kBitsSet = [] {
+  std::array<std::uint8_t, 256> bits{};
+  for (unsigned tag = 0; tag < 256; ++tag) bits[tag] = static_cast<std::uint8_t>(std::popcount(tag));
+  return bits;
+}();
+
 std::size_t unpack(const unsigned char* in, std::size_t size, std::uint64_t* out) {
   constexpr std::size_t kMaxWords = kMaxMessageBytes / sizeof(std::uint64_t);
   std::size_t words = 0;
@@ -139,7 +148,7 @@ std::size_t unpack(const unsigned char* in, std::size_t size, std::uint64_t* out
   auto truncated = [] { return ProtocolError("undecodable message: packed data ends inside a word or run"); };
   while (at < size) {
     unsigned tag = in[at++];
-    auto present = static_cast<std::size_t>(std::popcount(tag));
+    auto present = static_cast<std::size_t>(kBitsSet[tag]);
     if (present > size - at) throw truncated();
     if (!out) {
       at += present;  // counting: the bytes need not be looked at
@@ -492,7 +501,7 @@ void MasterDictionary::resolve_into(const WireSample& wire, const std::string& h
     auto index = wire.series[i];
     if (index >= series_.size() || series_[index].sensor != wire.sensor)
       throw ProtocolError(fmt::format("sample of {} names unknown series #{}", sample.sensor, index));
-    sample.metrics.push_back({series_[index].key, wire.values[i]});
+    sample.metrics.emplace_back(series_[index].key, wire.values[i]);  // the key copied once, in place
   }
   sample.labels = wire.labels;
 }

@@ -56,7 +56,7 @@ std::int64_t integer_base(double last) {
 }
 std::int64_t decimal_base(double last, int digits) {
   double scaled = last * kPowers[digits];
-  return std::fabs(scaled) < kExact ? static_cast<std::int64_t>(std::llround(scaled)) : 0;
+  return std::fabs(scaled) < kExact ? round_half_away(scaled) : 0;
 }
 double integer_value(double last, std::int64_t delta) { return static_cast<double>(add(integer_base(last), delta)); }
 double decimal_value(double last, int digits, std::int64_t delta) {
@@ -77,7 +77,7 @@ unsigned encode_value(double value, double last, std::string& out) {
     for (int digits = 1; digits <= kMaxDigits; ++digits) {
       double scaled = value * kPowers[digits];
       if (!(std::fabs(scaled) < kExact / 16)) break;
-      auto delta = add(static_cast<std::int64_t>(std::llround(scaled)), -decimal_base(last, digits));
+      auto delta = add(round_half_away(scaled), -decimal_base(last, digits));
       if (same_bits(decimal_value(last, digits, delta), value)) {
         put_varint(out, zigzag(delta) << 3 | static_cast<unsigned>(digits));
         return kDecimal;

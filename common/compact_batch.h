@@ -31,6 +31,16 @@
 
 namespace fructosa {
 
+// round(x) of the decimal payload: std::llround's rounding (halves away from zero) for |x| < 2^53,
+// without a call into libm (it ran for every decimal value both ends encode or decode). There x
+// minus its truncation is exact, so the comparison with one half decides as llround does; both
+// ends must round alike, and tests/unit/codec_compact_test.cpp checks it against llround.
+inline std::int64_t round_half_away(double x) {
+  auto truncated = static_cast<std::int64_t>(x);
+  double fraction = x - static_cast<double>(truncated);
+  return truncated + (fraction >= 0.5) - (fraction <= -0.5);
+}
+
 // Writes one batch: `samples` is how many add() will be called with.
 class CompactBatchWriter {
  public:

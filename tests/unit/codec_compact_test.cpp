@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "codec.h"
+#include "compact_batch.h"
 
 using namespace fructosa;
 
@@ -129,6 +130,34 @@ TEST(CompactBatches, EveryValueComesBackBitForBit) {
     }
     time += 1'000'000'000;
     expect_same(samples, link.send(sequence, samples));
+  }
+}
+
+// The decimal payload's rounding must be llround's on both ends, or an agent and a master of
+// different builds would read different values: halves, the doubles next to them, every scale
+// the encoding uses, and the range's ends (2^53 and the doubles below it).
+TEST(CompactBatches, RoundingIsLlroundsBelowTwoToThe53) {
+  std::vector<double> values = {0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+                                4503599627370495.5, -4503599627370495.5, 4503599627370496.0, 9007199254740991.0,
+                                -9007199254740991.0, 9007199254740990.0};
+  for (double half = 0.5; half < 1e15; half = half * 3 + 0.5) {
+    for (double x : {half, -half}) {
+      values.push_back(x);
+      values.push_back(std::nextafter(x, 0.0));
+      values.push_back(std::nextafter(x, x * 2));
+    }
+  }
+  std::mt19937_64 random(27);
+  for (int i = 0; i < 1'000'000; ++i) {
+    double magnitude = std::ldexp(std::uniform_real_distribution<double>(0, 1)(random),
+                                  std::uniform_int_distribution<int>(-10, 53)(random));
+    double value = (random() & 1) ? -magnitude : magnitude;
+    values.push_back(value);
+    for (double scale : {10.0, 100.0, 1e3, 1e4, 1e5, 1e6}) values.push_back(value * scale);
+  }
+  for (double x : values) {
+    if (!(std::fabs(x) < 9007199254740992.0)) continue;
+    ASSERT_EQ(round_half_away(x), std::llround(x)) << std::hexfloat << x;
   }
 }
 
