@@ -54,58 +54,101 @@ std::string CarbonEncoder::path(const Sample& sample, std::string_view key) cons
   return result;
 }
 
-void CarbonEncoder::begin_frame(CarbonFrame& frame) const {
-  frame.bytes.clear();
-  frame.points = 0;
-  if (protocol_ == CarbonProtocol::pickle) {
-    frame.bytes.append(kLengthPrefix, '\0');  // filled in by end_frame
-    frame.bytes += kProto;
-    frame.bytes += '\x02';
-    frame.bytes += kEmptyList;
-    frame.bytes += kMark;
+namespace {
+
+void put_u32_little_endian(char* p, std::uint32_t value) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(p, &value, sizeof value);
+  } else {
+    for (int i = 0; i < 4; ++i, value >>= 8) p[i] = static_cast<char>(value & 0xff);
   }
 }
 
-void CarbonEncoder::end_frame(CarbonFrame& frame) const {
-  if (protocol_ != CarbonProtocol::pickle) return;
-  frame.bytes += kAppends;
-  frame.bytes += kStop;
-  auto length = static_cast<std::uint32_t>(frame.bytes.size() - kLengthPrefix);
-  for (int i = 3; i >= 0; --i, length >>= 8) frame.bytes[i] = static_cast<char>(length & 0xff);
+void put_f64_big_endian(char* p, double number) {
+  auto bits = std::bit_cast<std::uint64_t>(number);
+  if constexpr (std::endian::native == std::endian::little) bits = __builtin_bswap64(bits);
+  std::memcpy(p, &bits, sizeof bits);
 }
 
-void CarbonEncoder::append_point(CarbonFrame& frame, std::string_view path, double timestamp,
-                                 double value, std::int64_t time_ns) {
+// The longest text fmt's "{}" gives for a double (shortest round trip, e.g.
+// "-2.2250738585072014e-308") or an int64, with room to spare.
+constexpr std::size_t kMaxNumberText = 32;
+
+}  // namespace
+
+char* CarbonEncoder::room(CarbonFrame& frame, std::size_t bytes) {
   std::string& out = frame.bytes;
+  if (out.size() - used_ < bytes) out.resize(std::max(out.size() * 2, used_ + bytes));
+  return out.data() + used_;
+}
+
+void CarbonEncoder::begin_frame(CarbonFrame& frame) {
+  // The room the buffer had for its last frame, at least 4 KiB.
+  frame.bytes.resize(std::max<std::size_t>(frame.bytes.capacity(), 4096));
+  frame.points = 0;
+  used_ = 0;
   if (protocol_ == CarbonProtocol::pickle) {
-    // (path, (timestamp, value)): BINUNICODE, BINFLOAT, BINFLOAT, TUPLE2, TUPLE2. Written through
-    // a pointer into room made once: this runs for every point sent.
-    const std::size_t at = out.size();
-    out.resize(at + 1 + 4 + path.size() + 2 * 9 + 2);
-    char* p = out.data() + at;
+    char* p = room(frame, kLengthPrefix + 4);
+    std::memset(p, 0, kLengthPrefix);  // filled in by end_frame
+    p[kLengthPrefix] = kProto;
+    p[kLengthPrefix + 1] = '\x02';
+    p[kLengthPrefix + 2] = kEmptyList;
+    p[kLengthPrefix + 3] = kMark;
+    used_ += kLengthPrefix + 4;
+  }
+}
+
+void CarbonEncoder::end_frame(CarbonFrame& frame) {
+  if (protocol_ == CarbonProtocol::pickle) {
+    char* p = room(frame, 2);
+    p[0] = kAppends;
+    p[1] = kStop;
+    used_ += 2;
+    auto length = static_cast<std::uint32_t>(used_ - kLengthPrefix);
+    for (int i = 3; i >= 0; --i, length >>= 8) frame.bytes[i] = static_cast<char>(length & 0xff);
+  }
+  frame.bytes.resize(used_);
+}
+
+void CarbonEncoder::append_point(CarbonFrame& frame, std::string_view path_prefix, std::string_view key,
+                                 double timestamp, double value, std::int64_t time_ns) {
+  const std::size_t path_size = path_prefix.size() + (key.empty() ? 0 : 1 + key.size());
+  char* p;
+  char* start;
+  if (protocol_ == CarbonProtocol::pickle) {
+    // (path, (timestamp, value)): BINUNICODE, BINFLOAT, BINFLOAT, TUPLE2, TUPLE2.
+    p = start = room(frame, 1 + 4 + path_size + 2 * 9 + 2);
     *p++ = kBinUnicode;
-    auto length = static_cast<std::uint32_t>(path.size());
-    for (int i = 0; i < 4; ++i, length >>= 8) *p++ = static_cast<char>(length & 0xff);
-    std::memcpy(p, path.data(), path.size());
-    p += path.size();
+    put_u32_little_endian(p, static_cast<std::uint32_t>(path_size));
+    p += 4;
+  } else {
+    p = start = room(frame, path_size + 2 * (1 + kMaxNumberText) + 1);
+  }
+  std::memcpy(p, path_prefix.data(), path_prefix.size());
+  p += path_prefix.size();
+  if (!key.empty()) {
+    *p++ = '.';
+    std::memcpy(p, key.data(), key.size());
+    p += key.size();
+  }
+  if (protocol_ == CarbonProtocol::pickle) {
     for (double number : {timestamp, value}) {
       *p++ = kBinFloat;
-      auto bits = std::bit_cast<std::uint64_t>(number);
-      for (int i = 7; i >= 0; --i) p[i] = static_cast<char>((bits >> (8 * (7 - i))) & 0xff);
+      put_f64_big_endian(p, number);
       p += 8;
     }
     *p++ = kTuple2;
-    *p = kTuple2;
+    *p++ = kTuple2;
   } else {
     // "{}" is fmt's shortest form that reads back as the same double.
-    out.append(path);
-    out += ' ';
-    fmt::format_to(std::back_inserter(out), "{}", value);
+    *p++ = ' ';
+    p = fmt::format_to(p, "{}", value);
     if (time_ns % 1000000000 == 0)
-      fmt::format_to(std::back_inserter(out), " {}\n", time_ns / 1000000000);
+      p = fmt::format_to(p, " {}\n", time_ns / 1000000000);
     else
-      fmt::format_to(std::back_inserter(out), " {}\n", timestamp);
+      p = fmt::format_to(p, " {}\n", timestamp);
   }
+  used_ += static_cast<std::size_t>(p - start);
   ++frame.points;
 }
 
@@ -115,8 +158,7 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
   CarbonFrame* open = nullptr;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
-    path_prefix(sample, path_);  // once per sample; each point only appends its key
-    const std::size_t prefix_size = path_.size();
+    path_prefix(sample, path_);  // once per sample; each point only adds its key
     // Whole seconds and the fraction apart: an int64 of ns has more digits than a double.
     const std::lldiv_t seconds = std::lldiv(sample.time_ns, 1000000000);
     const double timestamp =
@@ -129,12 +171,13 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
         begin_frame(*open);
         open->samples_done = i;
       }
-      path_.resize(prefix_size);
-      if (!metric.key.empty()) {
-        path_ += '.';
-        append_graphite_dotted(path_, metric.key);
+      std::string_view key = metric.key;
+      if (!key.empty() && !graphite_dotted_as_is(key)) {
+        key_.clear();
+        append_graphite_dotted(key_, key);
+        key = key_;
       }
-      append_point(*open, path_, timestamp, metric.value, sample.time_ns);
+      append_point(*open, path_, key, timestamp, metric.value, sample.time_ns);
       if (open->points == batch_size_) {
         end_frame(*open);
         open = nullptr;

@@ -66,15 +66,22 @@ class CarbonEncoder {
   std::string path(const Sample& sample, std::string_view key) const;
 
  private:
-  void append_point(CarbonFrame& frame, std::string_view path, double timestamp, double value,
-                    std::int64_t time_ns);
-  void begin_frame(CarbonFrame& frame) const;
-  void end_frame(CarbonFrame& frame) const;
+  // One point whose path is `path_prefix` and, unless empty, '.' and `key` (already mapped).
+  void append_point(CarbonFrame& frame, std::string_view path_prefix, std::string_view key, double timestamp,
+                    double value, std::int64_t time_ns);
+  void begin_frame(CarbonFrame& frame);
+  void end_frame(CarbonFrame& frame);
+  // The open frame is written through a pointer into room made ahead, zeroed once per frame
+  // rather than grown for every point: `used_` bytes of frame.bytes hold the frame so far, and
+  // end_frame() trims it to them. Returns room for `bytes` more.
+  char* room(CarbonFrame& frame, std::size_t bytes);
 
   CarbonProtocol protocol_;
   std::string prefix_;  // graphite_prefix(): mapped, with its trailing '.' (empty when no prefix)
   std::size_t batch_size_;
-  std::string path_;  // scratch: the path being written
+  std::string path_;  // scratch: the path prefix of the sample being written
+  std::string key_;   // scratch: a key that is not sent as it is, mapped
+  std::size_t used_ = 0;
 };
 
 }  // namespace fructosa::graphite

@@ -1,6 +1,8 @@
 #include "graphite_name.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 
 namespace fructosa {
 
@@ -24,22 +26,36 @@ std::string graphite_component(std::string_view component) {
   return out;
 }
 
-void append_graphite_dotted(std::string& out, std::string_view dotted) {
-  // The common case in one pass: kept bytes and dots, no empty part (leading, trailing or "..").
+namespace {
+
+// Per byte: 1 kept, 2 a dot, 0 anything else (one load per byte instead of seven comparisons).
+constexpr auto kByteClass = [] {
+  std::array<std::uint8_t, 256> classes{};
+  for (int c = 0; c < 256; ++c)
+    classes[c] = c == '.' ? 2 : graphite_keeps(static_cast<char>(c)) ? 1 : 0;
+  return classes;
+}();
+
+}  // namespace
+
+bool graphite_dotted_as_is(std::string_view dotted) {
+  // Kept bytes and dots, no empty part (leading, trailing or "..").
   bool part_empty = true;
-  bool as_is = true;
   for (char c : dotted) {
-    if (c == '.') {
-      if (part_empty) break;
-      part_empty = true;
-    } else if (graphite_keeps(c)) {
-      part_empty = false;
-    } else {
-      as_is = false;
-      break;
+    switch (kByteClass[static_cast<unsigned char>(c)]) {
+      case 1: part_empty = false; break;
+      case 2:
+        if (part_empty) return false;
+        part_empty = true;
+        break;
+      default: return false;
     }
   }
-  if (as_is && !part_empty) {
+  return !part_empty;
+}
+
+void append_graphite_dotted(std::string& out, std::string_view dotted) {
+  if (graphite_dotted_as_is(dotted)) {  // the common case in one pass
     out.append(dotted);
     return;
   }

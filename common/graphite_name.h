@@ -35,6 +35,9 @@ std::string graphite_component(std::string_view component);
 
 // A dotted name (a key): its dots stay separators, each part is mapped as a component.
 void append_graphite_dotted(std::string& out, std::string_view dotted);
+// Whether append_graphite_dotted() appends `dotted` as it is: kept bytes and dots, no empty
+// part. True for nearly every key; lmaster's Graphite output asks it for every point it sends.
+bool graphite_dotted_as_is(std::string_view dotted);
 std::string graphite_dotted(std::string_view dotted);
 
 // The host component: the host up to its first dot (an IPv4 address whole: its first octet
