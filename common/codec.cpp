@@ -7,11 +7,10 @@
 #include <new>
 
 #include <capnp/message.h>
-#include <capnp/serialize-packed.h>
 #include <capnp/serialize.h>
 #include <fmt/format.h>
-#include <kj/io.h>
 
+#include "capnp_packing.h"
 #include "compact_batch.h"
 #include "protocol.capnp.h"
 
@@ -19,12 +18,7 @@ namespace fructosa {
 namespace {
 
 // Messages are packed: zero bytes of small integers cost little on the wire.
-Bytes to_bytes(capnp::MessageBuilder& builder) {
-  kj::VectorOutputStream stream;
-  capnp::writePackedMessage(stream, builder);
-  auto written = stream.getArray();
-  return Bytes(reinterpret_cast<const char*>(written.begin()), written.size());
-}
+Bytes to_bytes(capnp::MessageBuilder& builder) { return pack_message(builder); }
 
 wire::Envelope::Builder start(capnp::MallocMessageBuilder& builder) {
   auto envelope = builder.initRoot<wire::Envelope>();
@@ -432,10 +426,11 @@ void AgentDictionary::encode_batch(std::uint64_t sequence, const std::vector<Sam
     sample_series(sensor, in, update);
     blob.add(in, sensor, series_scratch_);
   }
-  capnp::MallocMessageBuilder builder;
+  const std::string& bytes = blob.bytes();
+  // One segment that fits the batch (the default first segment is 8 KiB, zeroed for each batch).
+  capnp::MallocMessageBuilder builder(static_cast<unsigned>(bytes.size() / sizeof(capnp::word) + 16));
   auto batch = start(builder).initBatch();
   batch.setSequence(sequence);
-  const std::string& bytes = blob.bytes();
   batch.setCompactSamples(kj::arrayPtr(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
   if (!update.sensors.empty() || !update.series.empty()) out.push_back(encode_dictionary(update));
   out.push_back(to_bytes(builder));
