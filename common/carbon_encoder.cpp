@@ -83,8 +83,9 @@ char* CarbonEncoder::room(CarbonFrame& frame, std::size_t bytes) {
 }
 
 void CarbonEncoder::begin_frame(CarbonFrame& frame) {
-  // The room the buffer had for its last frame, at least 4 KiB.
-  frame.bytes.resize(std::max<std::size_t>(frame.bytes.capacity(), 4096));
+  // The bytes of the buffer's last frame are the room for this one (written over, never zeroed
+  // again); room() grows it when this frame is longer.
+  if (frame.bytes.size() < 4096) frame.bytes.resize(4096);
   frame.points = 0;
   used_ = 0;
   if (protocol_ == CarbonProtocol::pickle) {

@@ -71,9 +71,9 @@ class CarbonEncoder {
                     double value, std::int64_t time_ns);
   void begin_frame(CarbonFrame& frame);
   void end_frame(CarbonFrame& frame);
-  // The open frame is written through a pointer into room made ahead, zeroed once per frame
-  // rather than grown for every point: `used_` bytes of frame.bytes hold the frame so far, and
-  // end_frame() trims it to them. Returns room for `bytes` more.
+  // The open frame is written through a pointer into room made ahead (the buffer's last frame,
+  // doubled when too short) rather than grown for every point: `used_` bytes of frame.bytes hold
+  // the frame so far, and end_frame() trims it to them. Returns room for `bytes` more.
   char* room(CarbonFrame& frame, std::size_t bytes);
 
   CarbonProtocol protocol_;

@@ -204,10 +204,9 @@ void GraphiteOutput::remember(CarbonFrame& frame) {
 void GraphiteOutput::forget_oldest() {
   SentFrame& oldest = history_.front();
   history_bytes_ -= oldest.bytes.size();
-  if (spare_.size() < kMaxSpareBuffers) {
-    oldest.bytes.clear();
-    spare_.push_back(std::move(oldest.bytes));
-  }
+  // Kept at its length: the encoder writes its next frame over those bytes (room it need not
+  // zero again).
+  if (spare_.size() < kMaxSpareBuffers) spare_.push_back(std::move(oldest.bytes));
   history_.pop_front();
 }
 
