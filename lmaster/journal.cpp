@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -105,38 +106,70 @@ bool same_keys(const Sample& a, const Sample& b) {
   return true;
 }
 
+// Writes a record's fields through a pointer into room sized beforehand: a record holds every
+// point lmaster accepts, and appending to a string field by field cost more than the fields.
+// The bytes are those put_u32, put_u64 and put_text write.
+class RecordWriter {
+ public:
+  explicit RecordWriter(char* at) : at_(at) {}
+  void u32(std::uint32_t value) { put(&value, sizeof value); }
+  void u64(std::uint64_t value) { put(&value, sizeof value); }
+  void text(std::string_view text) {
+    u32(static_cast<std::uint32_t>(text.size()));
+    put(text.data(), text.size());
+  }
+  void put(const void* bytes, std::size_t size) {
+    std::memcpy(at_, bytes, size);
+    at_ += size;
+  }
+  const char* end() const { return at_; }
+
+ private:
+  char* at_;
+};
+
 }  // namespace
 
 std::string encode_samples(const std::vector<Sample>& samples) {
-  std::string out;
-  std::size_t points = 0;
-  for (const auto& sample : samples) points += sample.metrics.size();
-  out.reserve(4 + samples.size() * 64 + points * 9);
-  put_u32(out, static_cast<std::uint32_t>(samples.size()) | kKeysByReference);
+  // First each sample's keys_from, which sets the record's size; then the bytes, in one go.
+  std::vector<std::uint32_t> keys_from(samples.size(), 0);
   std::unordered_map<std::string_view, std::uint32_t> last_of_sensor;  // -> index of its last sample
+  std::size_t size = 4;
   for (std::uint32_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
-    put_text(out, sample.host);
-    put_text(out, sample.sensor);
-    put_u64(out, static_cast<std::uint64_t>(sample.time_ns));
-    put_u64(out, sample.job);
-    put_u32(out, static_cast<std::uint32_t>(sample.metrics.size()));
     auto [last, fresh] = last_of_sensor.try_emplace(sample.sensor, i);
-    std::uint32_t keys_from = 0;
     if (!fresh) {
-      if (!sample.metrics.empty() && same_keys(samples[last->second], sample)) keys_from = last->second + 1;
+      if (!sample.metrics.empty() && same_keys(samples[last->second], sample)) keys_from[i] = last->second + 1;
       last->second = i;
     }
-    put_u32(out, keys_from);
-    if (keys_from == 0)
-      for (const auto& metric : sample.metrics) put_text(out, metric.key);
-    for (const auto& metric : sample.metrics) out.append(reinterpret_cast<const char*>(&metric.value), sizeof metric.value);
-    put_u32(out, static_cast<std::uint32_t>(sample.labels.size()));
+    size += 4 + sample.host.size() + 4 + sample.sensor.size() + 8 + 8 + 4 + 4 +
+            sample.metrics.size() * sizeof(double) + 4;
+    if (keys_from[i] == 0)
+      for (const auto& metric : sample.metrics) size += 4 + metric.key.size();
+    for (const auto& label : sample.labels) size += 8 + label.key.size() + label.value.size();
+  }
+  std::string out(size, '\0');
+  RecordWriter record(out.data());
+  record.u32(static_cast<std::uint32_t>(samples.size()) | kKeysByReference);
+  for (std::uint32_t i = 0; i < samples.size(); ++i) {
+    const Sample& sample = samples[i];
+    record.text(sample.host);
+    record.text(sample.sensor);
+    record.u64(static_cast<std::uint64_t>(sample.time_ns));
+    record.u64(sample.job);
+    record.u32(static_cast<std::uint32_t>(sample.metrics.size()));
+    record.u32(keys_from[i]);
+    if (keys_from[i] == 0)
+      for (const auto& metric : sample.metrics) record.text(metric.key);
+    for (const auto& metric : sample.metrics) record.put(&metric.value, sizeof metric.value);
+    record.u32(static_cast<std::uint32_t>(sample.labels.size()));
     for (const auto& label : sample.labels) {
-      put_text(out, label.key);
-      put_text(out, label.value);
+      record.text(label.key);
+      record.text(label.value);
     }
   }
+  if (record.end() != out.data() + out.size())  // the two passes disagree: a bug, never data
+    throw std::logic_error(fmt::format("journal record: {} bytes written into {}", record.end() - out.data(), size));
   return out;
 }
 
