@@ -477,12 +477,20 @@ void MasterDictionary::resolve_batch(Message& batch, const std::string& host, st
     for (const auto& wire : batch.samples) resolve_into(wire, host, out.emplace_back());
     return;
   }
-  decode_compact_batch(batch.compact, memory_,
-                       [&](const WireSample& wire) { resolve_into(wire, host, out.emplace_back()); });
+  decode_compact_batch(batch.compact, memory_, [&](WireSample& wire) {
+    Sample& sample = out.emplace_back();
+    resolve_names(wire, host, sample);
+    sample.labels = std::move(wire.labels);  // the decoder sets them afresh for the next sample
+  });
   batch.compact.clear();
 }
 
 void MasterDictionary::resolve_into(const WireSample& wire, const std::string& host, Sample& sample) const {
+  resolve_names(wire, host, sample);
+  sample.labels = wire.labels;
+}
+
+void MasterDictionary::resolve_names(const WireSample& wire, const std::string& host, Sample& sample) const {
   if (wire.sensor >= sensors_.size())
     throw ProtocolError(fmt::format("sample names unknown sensor #{}", wire.sensor));
   if (wire.series.size() != wire.values.size())
@@ -498,7 +506,6 @@ void MasterDictionary::resolve_into(const WireSample& wire, const std::string& h
       throw ProtocolError(fmt::format("sample of {} names unknown series #{}", sample.sensor, index));
     sample.metrics.emplace_back(series_[index].key, wire.values[i]);  // the key copied once, in place
   }
-  sample.labels = wire.labels;
 }
 
 std::optional<Kind> MasterDictionary::kind(std::uint32_t series) const {

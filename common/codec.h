@@ -209,6 +209,8 @@ class MasterDictionary {
 
  private:
   void resolve_into(const WireSample& wire, const std::string& host, Sample& sample) const;
+  // All but the labels.
+  void resolve_names(const WireSample& wire, const std::string& host, Sample& sample) const;
   std::vector<SensorDescription> sensors_;
   std::vector<KnownSeries> series_;
   ConnectionMemory memory_;

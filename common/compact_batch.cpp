@@ -300,7 +300,7 @@ void CompactBatchWriter::add(const Sample& sample, std::uint32_t sensor, const s
 }
 
 void decode_compact_batch(std::string_view bytes, ConnectionMemory& memory,
-                          const std::function<void(const WireSample&)>& each) {
+                          const std::function<void(WireSample&)>& each) {
   start_batch(memory);
   Reader in(bytes);
   auto count = in.count(3, "samples");
@@ -314,7 +314,7 @@ void decode_compact_batch(std::string_view bytes, ConnectionMemory& memory,
 
 std::vector<WireSample> decode_compact_batch(std::string_view bytes, ConnectionMemory& memory) {
   std::vector<WireSample> samples;
-  decode_compact_batch(bytes, memory, [&](const WireSample& sample) { samples.push_back(sample); });
+  decode_compact_batch(bytes, memory, [&](WireSample& sample) { samples.push_back(sample); });
   return samples;
 }
 
