@@ -36,12 +36,29 @@ CarbonEncoder::CarbonEncoder(CarbonProtocol protocol, std::string_view prefix,
       prefix_(graphite_prefix(prefix)),
       batch_size_(std::max<std::size_t>(batch_size, 1)) {}
 
-void CarbonEncoder::path_prefix(const Sample& sample, std::string& out) const {
+void CarbonEncoder::write_host_part(const Sample& sample, std::string& out) const {
   out.assign(prefix_);
   if (sample.job != 0) fmt::format_to(std::back_inserter(out), "jobs.{}.", sample.job);
   append_graphite_host(out, sample.host);
   out += '.';
+}
+
+void CarbonEncoder::path_prefix(const Sample& sample, std::string& out) const {
+  write_host_part(sample, out);
   append_graphite_component(out, sample.sensor);
+}
+
+void CarbonEncoder::sample_path_prefix(const Sample& sample) {
+  // A round's samples come host by host: the part before the sensor is the last sample's, most
+  // of the time.
+  if (host_part_ == 0 || sample.job != last_job_ || sample.host != last_host_) {
+    write_host_part(sample, path_);
+    host_part_ = path_.size();
+    last_host_ = sample.host;
+    last_job_ = sample.job;
+  }
+  path_.resize(host_part_);
+  append_graphite_component(path_, sample.sensor);
 }
 
 std::string CarbonEncoder::path(const Sample& sample, std::string_view key) const {
@@ -159,7 +176,7 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
   CarbonFrame* open = nullptr;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
-    path_prefix(sample, path_);  // once per sample; each point only adds its key
+    sample_path_prefix(sample);  // once per sample; each point only adds its key
     // Whole seconds and the fraction apart: an int64 of ns has more digits than a double.
     const std::lldiv_t seconds = std::lldiv(sample.time_ns, 1000000000);
     const double timestamp =

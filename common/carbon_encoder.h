@@ -66,6 +66,10 @@ class CarbonEncoder {
   std::string path(const Sample& sample, std::string_view key) const;
 
  private:
+  // "[prefix.][jobs.<id>.]<short host>." into `out`.
+  void write_host_part(const Sample& sample, std::string& out) const;
+  // path_prefix() of `sample` into path_, reusing the host part of the sample before it.
+  void sample_path_prefix(const Sample& sample);
   // One point whose path is `path_prefix` and, unless empty, '.' and `key` (already mapped).
   void append_point(CarbonFrame& frame, std::string_view path_prefix, std::string_view key, double timestamp,
                     double value, std::int64_t time_ns);
@@ -80,6 +84,10 @@ class CarbonEncoder {
   std::string prefix_;  // graphite_prefix(): mapped, with its trailing '.' (empty when no prefix)
   std::size_t batch_size_;
   std::string path_;  // scratch: the path prefix of the sample being written
+  // The host and job whose host part path_ begins with (its first host_part_ bytes; 0: none).
+  std::string last_host_;
+  std::uint64_t last_job_ = 0;
+  std::size_t host_part_ = 0;
   std::string key_;   // scratch: a key that is not sent as it is, mapped
   std::size_t used_ = 0;
 };

@@ -6,14 +6,27 @@
 
 namespace fructosa {
 
+namespace {
+
+// Per byte: 1 kept, 2 a dot, 0 anything else (one load per byte instead of seven comparisons).
+constexpr auto kByteClass = [] {
+  std::array<std::uint8_t, 256> classes{};
+  for (int c = 0; c < 256; ++c)
+    classes[c] = c == '.' ? 2 : graphite_keeps(static_cast<char>(c)) ? 1 : 0;
+  return classes;
+}();
+
+}  // namespace
+
 void append_graphite_component(std::string& out, std::string_view component) {
   if (component.empty()) {
     out += '_';
     return;
   }
   // Most names need nothing replaced: checked first, then appended in one go (lmaster does
-  // this for every point it sends).
-  if (std::all_of(component.begin(), component.end(), graphite_keeps)) {
+  // this for every sample it sends).
+  if (std::all_of(component.begin(), component.end(),
+                  [](char c) { return kByteClass[static_cast<unsigned char>(c)] == 1; })) {
     out.append(component);
     return;
   }
@@ -26,17 +39,6 @@ std::string graphite_component(std::string_view component) {
   return out;
 }
 
-namespace {
-
-// Per byte: 1 kept, 2 a dot, 0 anything else (one load per byte instead of seven comparisons).
-constexpr auto kByteClass = [] {
-  std::array<std::uint8_t, 256> classes{};
-  for (int c = 0; c < 256; ++c)
-    classes[c] = c == '.' ? 2 : graphite_keeps(static_cast<char>(c)) ? 1 : 0;
-  return classes;
-}();
-
-}  // namespace
 
 bool graphite_dotted_as_is(std::string_view dotted) {
   // Kept bytes and dots, no empty part (leading, trailing or "..").

@@ -270,6 +270,32 @@ TEST(CarbonEncoder, PickleFramesDecodeToTheExactPointsWithCarbonsUnpickler) {
   EXPECT_EQ(decode_with_python(joined(frames, used), CarbonProtocol::pickle), expected);
 }
 
+// The encoder reuses the host part of the path from one sample to the next: hosts, jobs and
+// sensors that change (or come back) in any order, within a call and across calls, must still
+// give each sample its own path.
+TEST(CarbonEncoder, EverySampleGetsItsOwnPathWhateverCameBefore) {
+  CarbonEncoder encoder(CarbonProtocol::pickle, "site", 500);
+  std::vector<Sample> samples{
+      make_sample("a.cluster", "S", kT0, 0, {{"k", 1}}),     make_sample("a.cluster", "My.Sensor", kT0, 0, {{"k", 2}}),
+      make_sample("b", "S", kT0, 0, {{"k", 3}}),             make_sample("b", "S", kT0, 7, {{"k", 4}}),
+      make_sample("a.cluster", "S", kT0, 7, {{"k", 5}}),     make_sample("a.other", "S", kT0, 7, {{"k", 6}}),
+      make_sample("10.1.2.3", "S", kT0, 0, {{"", 7}}),        make_sample("a.cluster", "S", kT0, 0, {{"k", 8}}),
+  };
+  std::vector<CarbonFrame> frames;
+  std::string expected = "frame " + std::to_string(samples.size()) + "\n";
+  for (const auto& sample : samples)
+    expected += point_line(encoder.path(sample, sample.metrics[0].key), 1700000000, sample.metrics[0].value);
+  std::size_t used = encoder.encode(samples, frames);
+  EXPECT_EQ(decode_with_python(joined(frames, used), CarbonProtocol::pickle), expected);
+  EXPECT_NE(expected.find("site.a.My_Sensor.k"), std::string::npos);
+  EXPECT_NE(expected.find("site.jobs.7.a.S.k"), std::string::npos);
+  // The next call starts where this one ended (host a, job 0) and changes job at once.
+  std::vector<Sample> next{make_sample("a.cluster", "S", kT0, 9, {{"k", 9}})};
+  used = encoder.encode(next, frames);
+  EXPECT_EQ(decode_with_python(joined(frames, used), CarbonProtocol::pickle),
+            "frame 1\n" + point_line("site.jobs.9.a.S.k", 1700000000, 9));
+}
+
 TEST(CarbonEncoder, NaNValuesAreSkipped) {
   CarbonEncoder encoder(CarbonProtocol::pickle, "", 500);
   std::vector<Sample> samples{make_sample("n", "S", kT0, 0, {{"a", kNaN}, {"b", 2}, {"c", kNaN}}),
