@@ -504,7 +504,15 @@ void MasterDictionary::resolve_names(const WireSample& wire, const std::string& 
     auto index = wire.series[i];
     if (index >= series_.size() || series_[index].sensor != wire.sensor)
       throw ProtocolError(fmt::format("sample of {} names unknown series #{}", sample.sensor, index));
-    sample.metrics.emplace_back(series_[index].key, wire.values[i]);  // the key copied once, in place
+    // Made in place, the key copied once (a braced temporary copied it, then its short-string
+    // buffer again on the move). Clang 14 (the fuzz build) lacks parenthesised aggregate init.
+#if defined(__cpp_aggregate_paren_init)
+    sample.metrics.emplace_back(series_[index].key, wire.values[i]);
+#else
+    MetricValue& metric = sample.metrics.emplace_back();
+    metric.key = series_[index].key;
+    metric.value = wire.values[i];
+#endif
   }
 }
 
