@@ -1,6 +1,7 @@
 #include "capnp_packing.h"
 
 #include <capnp/message.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
@@ -8,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "codec.h"
 
 namespace fructosa {
 namespace {
@@ -32,6 +35,8 @@ unsigned tag_of(const unsigned char* word) {
   }
 }
 
+// Bits set in each tag byte (std::popcount is a libgcc call on the baseline x86-64 target: no
+// POPCNT instruction).
 constexpr auto kBitsSet = [] {
   std::array<std::uint8_t, 256> bits{};
   for (unsigned tag = 0; tag < 256; ++tag) bits[tag] = static_cast<std::uint8_t>(std::popcount(tag));
@@ -70,6 +75,44 @@ unsigned char* pack_words(const unsigned char* in, std::size_t words, unsigned c
 }
 
 }  // namespace
+
+std::size_t unpack_message(const unsigned char* in, std::size_t size, std::uint64_t* out) {
+  constexpr std::size_t kMaxWords = kMaxMessageBytes / sizeof(std::uint64_t);
+  std::size_t words = 0;
+  std::size_t at = 0;
+  auto truncated = [] { return ProtocolError("undecodable message: packed data ends inside a word or run"); };
+  while (at < size) {
+    unsigned tag = in[at++];
+    auto present = static_cast<std::size_t>(kBitsSet[tag]);
+    if (present > size - at) throw truncated();
+    if (!out) {
+      at += present;  // counting: the bytes need not be looked at
+    } else if (tag == 0xff) {
+      std::memcpy(out + words, in + at, sizeof(std::uint64_t));
+      at += sizeof(std::uint64_t);
+    } else {
+      unsigned char word[8];
+      for (unsigned bit = 0; bit < 8; ++bit) word[bit] = (tag >> bit) & 1u ? in[at++] : 0;
+      std::memcpy(out + words, word, sizeof word);
+    }
+    ++words;
+    if (tag == 0x00 || tag == 0xff) {
+      if (at == size) throw truncated();
+      std::size_t run = in[at++];
+      if (tag == 0x00) {
+        if (out) std::memset(out + words, 0, run * sizeof(std::uint64_t));
+      } else {
+        if (run * sizeof(std::uint64_t) > size - at) throw truncated();
+        if (out) std::memcpy(out + words, in + at, run * sizeof(std::uint64_t));
+        at += run * sizeof(std::uint64_t);
+      }
+      words += run;
+    }
+    if (words > kMaxWords)
+      throw ProtocolError(fmt::format("message unpacks to more than {} bytes", kMaxMessageBytes));
+  }
+  return words;
+}
 
 std::string pack_message(capnp::MessageBuilder& builder) {
   auto segments = builder.getSegmentsForOutput();

@@ -1,8 +1,6 @@
 #include "codec.h"
 
 #include <algorithm>
-#include <array>
-#include <bit>
 #include <cstring>
 #include <new>
 
@@ -101,12 +99,6 @@ class DecodeBudget {
   std::size_t left_;
 };
 
-// Undoes Cap'n Proto's packing (a tag byte says which of a word's 8 bytes follow; tag 0x00 is
-// followed by a count of further zero words, tag 0xff by a count of words copied as they are).
-// With `out` null it only counts the words, so the buffer is allocated once, at its real size,
-// and never beyond kMaxMessageBytes. Unpacking here, rather than letting a PackedMessageReader
-// read lazily from a stream, means a malformed message fails before any Cap'n Proto object
-// exists (whose destructor would otherwise read on and print to stderr while unwinding).
 // Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
 bool is_utf8(std::string_view text) {
   std::size_t i = 0;
@@ -127,51 +119,6 @@ bool is_utf8(std::string_view text) {
   return true;
 }
 
-// Bits set in each tag byte: std::popcount is a libgcc call on the baseline x86-64 target (no
-// POPCNT instruction), once per packed word.
-constexpr auto kBitsSet = [] {
-  std::array<std::uint8_t, 256> bits{};
-  for (unsigned tag = 0; tag < 256; ++tag) bits[tag] = static_cast<std::uint8_t>(std::popcount(tag));
-  return bits;
-}();
-
-std::size_t unpack(const unsigned char* in, std::size_t size, std::uint64_t* out) {
-  constexpr std::size_t kMaxWords = kMaxMessageBytes / sizeof(std::uint64_t);
-  std::size_t words = 0;
-  std::size_t at = 0;
-  auto truncated = [] { return ProtocolError("undecodable message: packed data ends inside a word or run"); };
-  while (at < size) {
-    unsigned tag = in[at++];
-    auto present = static_cast<std::size_t>(kBitsSet[tag]);
-    if (present > size - at) throw truncated();
-    if (!out) {
-      at += present;  // counting: the bytes need not be looked at
-    } else if (tag == 0xff) {
-      std::memcpy(out + words, in + at, sizeof(std::uint64_t));
-      at += sizeof(std::uint64_t);
-    } else {
-      unsigned char word[8];
-      for (unsigned bit = 0; bit < 8; ++bit) word[bit] = (tag >> bit) & 1u ? in[at++] : 0;
-      std::memcpy(out + words, word, sizeof word);
-    }
-    ++words;
-    if (tag == 0x00 || tag == 0xff) {
-      if (at == size) throw truncated();
-      std::size_t run = in[at++];
-      if (tag == 0x00) {
-        if (out) std::memset(out + words, 0, run * sizeof(std::uint64_t));
-      } else {
-        if (run * sizeof(std::uint64_t) > size - at) throw truncated();
-        if (out) std::memcpy(out + words, in + at, run * sizeof(std::uint64_t));
-        at += run * sizeof(std::uint64_t);
-      }
-      words += run;
-    }
-    if (words > kMaxWords)
-      throw ProtocolError(fmt::format("message unpacks to more than {} bytes", kMaxMessageBytes));
-  }
-  return words;
-}
 
 }  // namespace
 
@@ -182,8 +129,8 @@ Message decode(const void* data, std::size_t size) {
   DecodeBudget budget(size);
   // Unpacked into words of our own: aligned whatever the alignment of `data`.
   const auto* bytes = static_cast<const unsigned char*>(data);
-  std::vector<std::uint64_t> words(unpack(bytes, size, nullptr));
-  unpack(bytes, size, words.data());
+  std::vector<std::uint64_t> words(unpack_message(bytes, size, nullptr));
+  unpack_message(bytes, size, words.data());
   try {
     capnp::ReaderOptions limits;
     // Honest messages are read once, field by field, so traversal stays below the message's

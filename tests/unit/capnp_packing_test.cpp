@@ -1,7 +1,7 @@
-// common/capnp_packing.h: fructosa's own packing of Cap'n Proto messages must read back with
-// Cap'n Proto's own reader as the words the builder holds, whatever the bytes (runs of zero
-// words and of nonzero words longer than a run count takes, words with one or two zero bytes)
-// and however many segments the message has.
+// common/capnp_packing.h: fructosa's own packing of Cap'n Proto messages must read back, with
+// Cap'n Proto's own reader and with ours, as the words the builder holds, whatever the bytes
+// (runs of zero words and of nonzero words longer than a run count takes, words with one or two
+// zero bytes) and however many segments the message has.
 #include <gtest/gtest.h>
 
 #include <capnp/any.h>
@@ -10,6 +10,7 @@
 #include <capnp/serialize.h>
 #include <kj/io.h>
 
+#include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,6 +61,11 @@ TEST(CapnpPacking, CapnpsReaderReadsBackEveryWordOfOneSegment) {
       fill(builder.getRoot<capnp::AnyPointer>().initAs<capnp::Data>(size), zeros, random);
       std::string packed = pack_message(builder);
       EXPECT_EQ(read_back_with_capnp(packed), flat(builder)) << "zeros " << zeros << ", size " << size;
+      // And with our own unpacker, which decode() uses: counting first, then filling.
+      const auto* bytes = reinterpret_cast<const unsigned char*>(packed.data());
+      std::vector<std::uint64_t> words(unpack_message(bytes, packed.size(), nullptr));
+      ASSERT_EQ(unpack_message(bytes, packed.size(), words.data()), words.size());
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(words.data()), words.size() * 8), flat(builder));
       // Never larger than capnp's own packing by more than a byte per 8 words of the message.
       kj::VectorOutputStream theirs;
       capnp::writePackedMessage(theirs, builder);
