@@ -29,6 +29,7 @@
 #include "metrics_exposition.h"
 #include "output_runner.h"
 #include "service_notify.h"
+#include "stop_keepalive.h"
 #include "journal.h"
 #include "zap_handler.h"
 
@@ -46,6 +47,10 @@ constexpr auto kForgetPeerAfter = std::chrono::minutes(30);
 // Accepted samples are handed to the outputs in blocks of up to this many (fewer when the socket
 // has nothing more waiting), so that a busy master gives its outputs large batches.
 constexpr std::size_t kHandOverSamples = 4096;
+// While stopping, systemd is asked every 10 s for 30 s more as long as the outputs progressed:
+// a stop that does nothing for 30 s past TimeoutStopSec is killed as before.
+constexpr auto kStopKeepAlivePeriod = std::chrono::seconds(10);
+constexpr auto kStopKeepAliveExtension = std::chrono::seconds(30);
 
 // The host name the master's own samples carry (short, like the agents').
 std::string short_hostname() {
@@ -165,11 +170,16 @@ class Master {
       }
     }
     commit(router);
-    // Every output gets its grace period at the same time; what one still holds stays in the journal.
-    for (auto& runner : runners_) runner->begin_stop();
-    for (auto& runner : runners_) runner->stop();
-    trim_journal();
-    runners_.clear();
+    {
+      // Outputs finishing (the HDF5 file's compression, minutes at a thousand hosts) may take
+      // longer than the unit's TimeoutStopSec: more time is asked for while they make progress.
+      StopKeepAlive keepalive(kStopKeepAlivePeriod, kStopKeepAliveExtension);
+      // Every output gets its grace period at the same time; what one still holds stays in the journal.
+      for (auto& runner : runners_) runner->begin_stop();
+      for (auto& runner : runners_) runner->stop();
+      trim_journal();
+      runners_.clear();  // closes the outputs
+    }
     ::close(signal_fd);
     spdlog::info("lmaster stopped");
     return 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "journal.h"
+#include "stop_keepalive.h"
 
 namespace fructosa::master {
 namespace {
@@ -183,6 +184,7 @@ bool OutputRunner::attempt(std::span<const Sample> samples, std::vector<Sample>&
   std::vector<std::size_t> undelivered;
   try {
     output_->write(samples);
+    note_progress();
     return true;
   } catch (const OutputError& failure) {
     error = failure.what();
@@ -211,6 +213,7 @@ void OutputRunner::flush_output(std::uint64_t written_through) {
   try {
     if (settings_.journal) output_->handed_through(written_through);
     output_->flush();
+    note_progress();
   } catch (const std::exception& error) {
     auto now = Clock::now();
     if (now - last_flush_log_ > kLogEvery) {

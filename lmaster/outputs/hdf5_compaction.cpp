@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include "durable_file.h"
+#include "stop_keepalive.h"
 
 namespace fructosa::master {
 
@@ -286,6 +287,7 @@ void Hdf5Output::Impl::copy_dataset(const std::string& path, hid_t source_group,
         std::memcpy(&job, buffer.data() + i * size, size);
         jobs->insert(job);
       }
+    note_progress();  // a compression at stop that moves is not a hung stop (StopKeepAlive)
   }
 }
 
