@@ -60,6 +60,7 @@
 #include "codec.h"
 #include "graphite_name.h"
 #include "sensor.h"
+#include "wall_clock.h"
 
 using namespace fructosa;
 using Clock = std::chrono::steady_clock;
@@ -336,11 +337,6 @@ double next_value(const ValueModel& model, double value, Random& random) {
     case Shape::constant: return value;
   }
   return value;
-}
-
-std::int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // ---- agents -------------------------------------------------------------------------------------

@@ -38,17 +38,13 @@ using Clock = LinkClock;
 
 constexpr double kFirstRetrySeconds = 0.5;
 
-Clock::duration seconds(double value) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
-}
-
 class CarbonLink final : public Link {
  public:
   explicit CarbonLink(CarbonLinkSettings settings)
       : settings_(std::move(settings)),
         encoder_(settings_.carbon.protocol, settings_.carbon.prefix, settings_.carbon.batch_size),
         connection_(settings_.carbon.host, settings_.carbon.port, settings_.carbon.timeout),
-        replay_window_(seconds(settings_.carbon.replay_window)) {}
+        replay_window_(link_seconds(settings_.carbon.replay_window)) {}
 
   std::string destination() const override { return carbon_destination(settings_.carbon); }
 
@@ -159,7 +155,7 @@ class CarbonLink final : public Link {
   }
 
   void retry_later() {
-    reconnect_at_ = Clock::now() + seconds(backoff_);
+    reconnect_at_ = Clock::now() + link_seconds(backoff_);
     backoff_ = std::min(backoff_ * 2, std::max(settings_.retry_max_interval, kFirstRetrySeconds));
   }
 

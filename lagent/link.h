@@ -18,6 +18,11 @@ namespace fructosa::agent {
 
 using LinkClock = std::chrono::steady_clock;
 
+// A configuration's seconds (retry intervals, timeouts) on the links' clock.
+inline LinkClock::duration link_seconds(double value) {
+  return std::chrono::duration_cast<LinkClock::duration>(std::chrono::duration<double>(value));
+}
+
 // The sender as its link sees it. Called on the sender's thread only.
 class LinkEvents {
  public:

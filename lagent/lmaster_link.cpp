@@ -10,6 +10,7 @@
 
 #include "codec.h"
 #include "sensor.h"
+#include "wall_clock.h"
 
 namespace fructosa::agent {
 namespace {
@@ -19,16 +20,6 @@ using Clock = LinkClock;
 // Encoded batches handed to the socket and not yet acknowledged stay below this (besides
 // max_unacked_batches), so a master that is away costs disk, not memory.
 constexpr std::size_t kMaxInFlightBytes = 8u << 20;
-
-std::int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-Clock::duration seconds(double value) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
-}
 
 std::string sensor_description(std::string_view sensor) {
   const auto* definition = sensors::find_sensor(sensor);
@@ -116,7 +107,7 @@ class LmasterLink final : public Link {
       if (outbox_.empty())
         post(encode_heartbeat(wall_clock_ns(), events_->last_handed()));
       else
-        next_heartbeat_ = now + seconds(settings_.heartbeat_interval);
+        next_heartbeat_ = now + link_seconds(settings_.heartbeat_interval);
     }
   }
 
@@ -131,7 +122,7 @@ class LmasterLink final : public Link {
       if (!socket_.send(zmq::buffer(outbox_.front()), zmq::send_flags::dontwait))
         return false;  // EAGAIN
       outbox_.pop_front();
-      next_heartbeat_ = Clock::now() + seconds(settings_.heartbeat_interval);
+      next_heartbeat_ = Clock::now() + link_seconds(settings_.heartbeat_interval);
     }
     return true;
   }
@@ -245,7 +236,7 @@ class LmasterLink final : public Link {
   void fail_over_if_due() {
     if (settings_.endpoints.size() < 2) return;
     auto now = Clock::now();
-    if (now - last_heard_ < seconds(settings_.failover_after)) return;
+    if (now - last_heard_ < link_seconds(settings_.failover_after)) return;
     std::string silent = endpoint();
     try {
       socket_.disconnect(silent);

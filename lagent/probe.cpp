@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "jobs.h"
+#include "wall_clock.h"
 
 namespace fructosa::agent {
 namespace {
@@ -35,11 +36,6 @@ nlohmann::ordered_json to_json(const Sample& sample) {
     line["labels"] = std::move(labels);
   }
   return line;
-}
-
-std::int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "agent_stats.h"
+#include "wakeup_fd.h"
+#include "wall_clock.h"
 
 namespace fructosa::agent {
 namespace {
@@ -30,21 +32,11 @@ constexpr std::size_t kMaxThreads = 4;
 constexpr std::int64_t kUnavailableRetryMaxNs = 60'000'000'000;
 constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
-std::int64_t wall_clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::int64_t interval_ns(double seconds) { return static_cast<std::int64_t>(seconds * 1e9); }
 
 int make_fd(int fd, const char* what) {
   if (fd < 0) throw std::runtime_error(fmt::format("{}: {}", what, std::strerror(errno)));
   return fd;
-}
-
-void drain(int fd) {
-  std::uint64_t ignored;  // non-blocking: nothing to read is fine
-  [[maybe_unused]] auto n = ::read(fd, &ignored, sizeof ignored);
 }
 
 void poke(int eventfd) {
@@ -183,7 +175,7 @@ struct RoundRunner::State {
       timespec wait{static_cast<time_t>((next - now) / 1'000'000'000), static_cast<long>((next - now) % 1'000'000'000)};
       woken = ::ppoll(fds, 2, &wait, nullptr);
     }
-    if (woken > 0) drain(change_fd);
+    if (woken > 0) drain_wakeups(change_fd);
     lock.lock();
     if (stopping || leader != me) return;
     // The wait ran on the monotonic clock: a wall clock slewed by NTP may be a little short of
@@ -225,7 +217,7 @@ struct RoundRunner::State {
     lock.unlock();
     pollfd fds[] = {{watchdog_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
     ::poll(fds, 2, -1);
-    drain(watchdog_fd);
+    drain_wakeups(watchdog_fd);
     lock.lock();
     follower_waiting = false;
     if (stopping) return;

@@ -14,6 +14,7 @@
 
 #include "agent_spool.h"
 #include "agent_stats.h"
+#include "wakeup_fd.h"
 
 namespace fructosa::agent {
 namespace {
@@ -29,22 +30,13 @@ constexpr auto kSpoolSyncDelay = std::chrono::seconds(1);
 // woken once per round for nothing.
 constexpr auto kSyncGrace = std::chrono::milliseconds(250);
 
-Clock::duration seconds(double value) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(value));
-}
-
-void drain(int fd) {
-  std::uint64_t ignored;  // non-blocking: nothing to read is fine
-  [[maybe_unused]] auto n = ::read(fd, &ignored, sizeof ignored);
-}
-
 }  // namespace
 
 struct Sender::State final : LinkEvents {
   State(SenderSettings settings_in, std::unique_ptr<Link> link_in)
       : settings(std::move(settings_in)),
         link(std::move(link_in)),
-        batch_interval(seconds(settings.batch_interval)),
+        batch_interval(link_seconds(settings.batch_interval)),
         sync_delay(kSpoolSyncDelay + batch_interval) {}
 
   const SenderSettings settings;
@@ -341,7 +333,7 @@ struct Sender::State final : LinkEvents {
   Clock::time_point next_wake() const {
     if (!spool) return next_spool_try;
     auto wake_at = link->next_due();
-    if (!pending.empty()) wake_at = std::min(wake_at, first_pending + seconds(settings.batch_delay));
+    if (!pending.empty()) wake_at = std::min(wake_at, first_pending + link_seconds(settings.batch_delay));
     if (!held.empty()) wake_at = std::min(wake_at, held_due());
     if (stop_seen) wake_at = std::min(wake_at, linger_deadline);
     wake_at = std::min(wake_at, incoming_due);
@@ -401,7 +393,7 @@ struct Sender::State final : LinkEvents {
 
   void run() {
     std::unique_lock lock(link_mutex);
-    const auto batch_delay = seconds(settings.batch_delay);
+    const auto batch_delay = link_seconds(settings.batch_delay);
     next_spool_try = Clock::now();
     if (spool) start_link();
     for (;;) {
@@ -418,8 +410,8 @@ struct Sender::State final : LinkEvents {
       asleep = true;
       lock.unlock();
       ::poll(asleep_watching.data(), asleep_watching.size(), news ? 0 : -1);
-      drain(wake_fd);
-      drain(timer_fd);
+      drain_wakeups(wake_fd);
+      drain_wakeups(timer_fd);
       lock.lock();
       asleep = false;
       go_counted = false;
@@ -429,7 +421,7 @@ struct Sender::State final : LinkEvents {
         take_incoming_if_due(batch_delay);
         if (stopping && !stop_seen) {
           stop_seen = true;
-          linger_deadline = Clock::now() + seconds(linger);
+          linger_deadline = Clock::now() + link_seconds(linger);
         }
       }
       if (!spool) {
@@ -446,7 +438,7 @@ struct Sender::State final : LinkEvents {
 
       now = Clock::now();
       if (!pending.empty() &&
-          (pending.size() >= settings.max_batch_samples || now >= first_pending + seconds(settings.batch_delay) ||
+          (pending.size() >= settings.max_batch_samples || now >= first_pending + link_seconds(settings.batch_delay) ||
            pending_complete || stop_seen)) {
         if (settings.batch_interval > 0)
           spool_and_hold(pending_next_round);  // samples not from a round (max()) are not held

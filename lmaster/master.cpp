@@ -30,6 +30,7 @@
 #include "output_runner.h"
 #include "service_notify.h"
 #include "stop_keepalive.h"
+#include "wall_clock.h"
 #include "journal.h"
 #include "zap_handler.h"
 
@@ -349,11 +350,6 @@ class Master {
   }
 
   void describe_agent(const std::string& host) { AgentRegistry::describe(infos_, kOwnSensor, host); }
-
-  static std::int64_t wall_clock_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
 
   void forget_silent_peers() {
     auto now = Clock::now();

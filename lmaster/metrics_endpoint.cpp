@@ -16,7 +16,6 @@ namespace fructosa::master {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -52,35 +51,35 @@ struct MetricsEndpoint::Impl {
       parser->header_limit(8 * 1024);
       parser->body_limit(0);
       stream.expires_after(kIdleTimeout);
-      http::async_read(stream, buffer, *parser, [self = shared_from_this()](beast::error_code error, std::size_t) {
+      beast::http::async_read(stream, buffer, *parser, [self = shared_from_this()](beast::error_code error, std::size_t) {
         if (!error) self->answer();
       });
     }
 
     void answer() {
       const auto& request = parser->get();
-      auto response = std::make_shared<http::response<http::string_body>>();
+      auto response = std::make_shared<beast::http::response<beast::http::string_body>>();
       response->version(request.version());
       response->keep_alive(request.keep_alive());
-      response->set(http::field::server, "fructosa-lmaster/" FRUCTOSA_VERSION);
-      bool head = request.method() == http::verb::head;
-      if (request.method() != http::verb::get && !head) {
-        response->result(http::status::method_not_allowed);
-        response->set(http::field::allow, "GET, HEAD");
-        response->set(http::field::content_type, "text/plain");
+      response->set(beast::http::field::server, "fructosa-lmaster/" FRUCTOSA_VERSION);
+      bool head = request.method() == beast::http::verb::head;
+      if (request.method() != beast::http::verb::get && !head) {
+        response->result(beast::http::status::method_not_allowed);
+        response->set(beast::http::field::allow, "GET, HEAD");
+        response->set(beast::http::field::content_type, "text/plain");
         response->body() = "only GET /metrics\n";
       } else if (request.target() != "/metrics" && !request.target().starts_with("/metrics?")) {
-        response->result(http::status::not_found);
-        response->set(http::field::content_type, "text/plain");
+        response->result(beast::http::status::not_found);
+        response->set(beast::http::field::content_type, "text/plain");
         response->body() = "lmaster serves /metrics\n";
       } else {
-        response->result(http::status::ok);
-        response->set(http::field::content_type, std::string(kExpositionContentType));
+        response->result(beast::http::status::ok);
+        response->set(beast::http::field::content_type, std::string(kExpositionContentType));
         response->body() = *owner.current();
       }
       response->prepare_payload();
       if (head) response->body().clear();
-      http::async_write(stream, *response,
+      beast::http::async_write(stream, *response,
                         [self = shared_from_this(), response](beast::error_code error, std::size_t) {
                           if (error || !response->keep_alive()) {
                             beast::error_code ignored;
@@ -94,7 +93,7 @@ struct MetricsEndpoint::Impl {
     Impl& owner;
     beast::tcp_stream stream;
     beast::flat_buffer buffer{8 * 1024};
-    std::optional<http::request_parser<http::empty_body>> parser;
+    std::optional<beast::http::request_parser<beast::http::empty_body>> parser;
   };
 
   void accept() {

@@ -391,6 +391,8 @@ void set_request(JobFigures& figures, std::optional<SlurmRequest> request) {
     figures.not_collected.emplace_back("GPU", "[sensor:NvidiaGPU]");
 }
 
+std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
+
 std::string round_figure(double value) {
   double magnitude = std::fabs(value);
   std::string text = magnitude >= 10 ? fmt::format("{:.0f}", value)

@@ -187,8 +187,9 @@ struct Verdict {
 Verdict judge(const JobFigures& figures, const Rules& rules = {});
 
 // Figures as a person writes them: "3.1", "32", "0.25"; bytes "2.1 GiB", "512 MiB";
-// durations "1:02:03", "2-00:00:00"; energy "1.2 kWh", "350 Wh".
+// durations "1:02:03", "2-00:00:00"; energy "1.2 kWh", "350 Wh"; fractions "24%".
 std::string round_figure(double value);
+std::string percent(double fraction);
 std::string format_bytes(double bytes);
 std::string format_duration(double seconds);
 std::string format_energy(double joules);

@@ -79,7 +79,7 @@ void init_curl_once() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-struct Span {
+struct SeriesSpan {
   std::int64_t first = std::numeric_limits<std::int64_t>::max();
   std::int64_t last = std::numeric_limits<std::int64_t>::min();
   void add(const Series& series) {
@@ -174,7 +174,7 @@ std::optional<JobData> graphite_job_data(std::uint64_t id, const std::vector<Gra
 
 void add_graphite_node_series(JobData& data, const std::vector<GraphiteSeries>& series, std::string_view prefix) {
   std::map<std::string, HostData*, std::less<>> hosts;
-  std::map<std::string, Span> spans;
+  std::map<std::string, SeriesSpan> spans;
   for (auto& host : data.hosts) {
     hosts[host.host] = &host;
     for (const auto& [name, one] : host.metrics) spans[host.host].add(one);
@@ -190,7 +190,7 @@ void add_graphite_node_series(JobData& data, const std::vector<GraphiteSeries>& 
     const std::string_view metric = name.substr(host_end + 1);  // "<Sensor>[.<key>]"
     const std::string_view sensor = metric.substr(0, metric.find('.'));
     if (host == hosts.end() || std::find(sensors.begin(), sensors.end(), sensor) == sensors.end()) continue;
-    const Span& span = spans[host->first];
+    const SeriesSpan& span = spans[host->first];
     if (span.empty()) continue;
     // From the last point at or before the job's first sample to the first at or after its last.
     const auto& times = one.points.time_ns.vector();
@@ -293,7 +293,7 @@ std::vector<GraphiteNode> GraphiteSource::find(const std::string& query) {
 // of its interval: nothing of the job is before it).
 std::vector<GraphiteSeries> GraphiteSource::render(const std::vector<std::string>& targets) {
   auto series = render_between(targets, settings_.from, settings_.until);
-  Span span;
+  SeriesSpan span;
   for (const auto& one : series) span.add(one.points);
   if (span.empty()) return series;
   // Graphite's `from` is exclusive.
@@ -320,7 +320,7 @@ std::vector<std::string> GraphiteSource::series_targets(std::string level, int f
 }
 
 void GraphiteSource::add_node_series(JobData& data) {
-  Span span;
+  SeriesSpan span;
   for (const auto& host : data.hosts)
     for (const auto& [name, series] : host.metrics) span.add(series);
   if (span.empty()) return;
@@ -350,7 +350,7 @@ std::vector<JobSummary> GraphiteSource::jobs() {
     if (auto id = job_id(parts[0]); id && parts.size() == 2) hosts[*id].insert(std::string(parts[1]));
   }
   // id -> span, from each host's cpu.usage
-  std::map<std::uint64_t, Span> spans;
+  std::map<std::uint64_t, SeriesSpan> spans;
   std::set<std::uint64_t> with_span_series;
   for (const auto& node : find(jobs + "*.*." + kSpanSeries))
     if (auto id = job_id(components_under(node.path, jobs)[0]); id && node.leaf)
@@ -362,7 +362,7 @@ std::vector<JobSummary> GraphiteSource::jobs() {
   for (const auto& [id, job_hosts] : hosts) {
     JobSummary summary;
     summary.id = id;
-    Span span = spans[id];
+    SeriesSpan span = spans[id];
     if (!with_span_series.contains(id))  // no JobCgroup: the span of all its series
       if (auto data = job(id))
         for (const auto& host : data->hosts)

@@ -39,8 +39,6 @@ std::string wrapped(std::string_view first, std::string_view text) {
   return out + "\n";
 }
 
-std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
-
 std::string joined(const std::vector<std::string>& parts, std::string_view separator = ", ") {
   return fmt::format("{}", fmt::join(parts, separator));
 }

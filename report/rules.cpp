@@ -46,7 +46,6 @@ std::string memory_request(double bytes) {
   return fmt::format("{} MiB", std::max(1.0, std::ceil(bytes / (128 * kMiB))) * 128);
 }
 
-std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
 std::string plural(double count, const char* one, const char* many) {
   return fmt::format("{} {}", round_figure(count), count == 1 ? one : many);
 }
