@@ -20,6 +20,7 @@
 #include "master_catalog.h"
 
 #include "durable_file.h"
+#include "stop_keepalive.h"
 
 namespace fructosa::master {
 
@@ -293,6 +294,7 @@ void Hdf5Output::Impl::flush_rows() {
       failed.push_back(table);
     }
     release(*table);
+    note_progress();  // a flush of a thousand hosts' tables at stop is not a hung stop
   }
   if (outside_swmr && (refresh_due || attributes_stale())) {
     try {
@@ -315,6 +317,7 @@ void Hdf5Output::Impl::flush_rows() {
       failed.push_back(table);
     }
     release(*table);
+    note_progress();
   }
   // /.flushed: the journal record whose samples are now all in the file, and the rows that makes
   // (the final H5Fflush below carries both; a repair that counts other rows knows this flush was
