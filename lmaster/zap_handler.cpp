@@ -86,6 +86,10 @@ std::string describe_protocol_error(std::uint32_t code) {
   }
 }
 
+}  // namespace
+
+// (Outside the anonymous namespace: ZapHandler::State holds one, and in a unity build GCC warns
+// of a member whose type has internal linkage. No other file has a class of this name.)
 // The public keys in the allow-list directory, read again when its listing (names, sizes,
 // modification times) changes. The listing is looked at for every key that asks to be let in
 // and for every hello lmaster checks (agent_identity.h), at most once per kRescanEvery: a key
@@ -212,8 +216,6 @@ class AllowList {
   std::uint64_t scans_ = 0;
   bool failed_ = false;
 };
-
-}  // namespace
 
 struct ZapHandler::State {
   State(zmq::context_t& context_in, std::string directory, std::string public_key_in, std::string secret_key_in)
