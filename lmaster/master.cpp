@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <set>
 #include <string_view>
 #include <unordered_set>
@@ -17,7 +18,7 @@
 #include "agent_identity.h"
 #include "agent_registry.h"
 #include "codec.h"
-#include "control_request.h"
+#include "control_socket.h"
 #include "durable_file.h"
 #include "logging.h"
 #include "master_catalog.h"
@@ -25,9 +26,8 @@
 #include "master_config.h"
 #include "memory_guard.h"
 #include "router_bind.h"
-#include "metrics_endpoint.h"
-#include "metrics_exposition.h"
 #include "output_runner.h"
+#include "peer_table.h"
 #include "service_notify.h"
 #include "stop_keepalive.h"
 #include "wall_clock.h"
@@ -43,8 +43,6 @@ using Clock = std::chrono::steady_clock;
 // A master asks an unknown peer for a resync at most this often, so that a burst of queued
 // batches from a reconnecting agent does not start a burst of resyncs.
 constexpr auto kResyncEvery = std::chrono::seconds(2);
-// Peers silent for this long are forgotten (their dictionary with them).
-constexpr auto kForgetPeerAfter = std::chrono::minutes(30);
 // Accepted samples are handed to the outputs in blocks of up to this many (fewer when the socket
 // has nothing more waiting), so that a busy master gives its outputs large batches.
 constexpr std::size_t kHandOverSamples = 4096;
@@ -61,35 +59,13 @@ std::string short_hostname() {
   return host.substr(0, host.find('.'));
 }
 
-struct Peer {
-  std::string address;  // tcp peer address, for log lines
-  std::string host;     // from Hello; empty until then (and after a refused one)
-  std::string key;      // CURVE: the name of the key it was let in with; empty without CURVE
-  HelloRefusal refusal;  // set while its last hello is refused (agent_identity.h)
-  Clock::time_point first_seen;
-  std::uint64_t session = 0;
-  MasterDictionary dictionary;
-  Clock::time_point last_seen;
-  Clock::time_point last_resync;
-  bool resync_sent = false;
-  bool turned_away = false;  // a batch was turned away over memory_max: resync once it is over
-};
-
 class Master {
  public:
   Master(std::string config_path, MasterConfig config, bool foreground)
       : config_path_(std::move(config_path)), config_(std::move(config)), foreground_(foreground) {}
 
   int run(const std::function<void()>& ready) {
-    // Signals arrive through a signalfd polled with the socket. They are blocked before the
-    // ZeroMQ context starts its threads, which inherit the mask.
-    sigset_t signals;
-    sigemptyset(&signals);
-    for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, signal);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    int signal_fd = ::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (signal_fd < 0) throw std::runtime_error("signalfd failed");
-
+    int signal_fd = block_signals();
     open_outputs();
     zmq::context_t context(1);
     // [lmaster] curve: the ZAP handler is made first so that it outlives the ROUTER it guards.
@@ -101,32 +77,42 @@ class Master {
     router.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxMessageBytes));
     router.set(zmq::sockopt::linger, 1000);  // let the last acks leave
     std::string endpoints = bind_router(router, config_);
-    // `lmaster ctl` talks to the running master through a local socket in data_dir (its
-    // permissions are the directory's).
-    zmq::socket_t control(context, zmq::socket_type::rep);
-    control.set(zmq::sockopt::linger, 0);
-    control.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(64 << 10));
+    ControlSocket control(context, control_endpoint(config_));
     try {
-      control.bind(control_endpoint(config_));
-    } catch (const zmq::error_t& error) {
-      spdlog::warn("`lmaster ctl` is unavailable: cannot bind {}: {}", control_endpoint(config_), error.what());
+      own_stats_ = std::make_unique<OwnStats>(own_host_, config_.stats_interval, config_.metrics_listen);
+    } catch (const std::runtime_error& error) {
+      throw std::runtime_error(fmt::format("{}: [lmaster] {}", config_path_, error.what()));
     }
-    if (!config_.metrics_listen.empty()) {
-      try {
-        metrics_ = std::make_unique<MetricsEndpoint>(config_.metrics_listen);
-      } catch (const std::runtime_error& error) {
-        throw std::runtime_error(fmt::format("{}: [lmaster] {}", config_path_, error.what()));
-      }
-      metrics_->publish(metrics_exposition(stats_sample(std::chrono::system_clock::now())));
-      spdlog::info("serving lmaster's metrics on {}", metrics_->url());
-    }
+    own_stats_->publish(own_metric_sources());
+    if (!config_.metrics_listen.empty()) spdlog::info("serving lmaster's metrics on {}", own_stats_->metrics_url());
     spdlog::info("lmaster {} listening on {}; outputs: {}", FRUCTOSA_VERSION, endpoints, output_names());
     ready();
+    serve(router, control, signal_fd);
+    stop(router);
+    ::close(signal_fd);
+    spdlog::info("lmaster stopped");
+    return 0;
+  }
 
+ private:
+  // Signals arrive through a signalfd polled with the sockets. They are blocked before the
+  // ZeroMQ context starts its threads, which inherit the mask.
+  static int block_signals() {
+    sigset_t signals;
+    sigemptyset(&signals);
+    for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, signal);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    int signal_fd = ::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd < 0) throw std::runtime_error("signalfd failed");
+    return signal_fd;
+  }
+
+  // Receives, commits and keeps house until SIGTERM or SIGINT.
+  void serve(zmq::socket_t& router, ControlSocket& control, int signal_fd) {
     auto next_housekeeping = Clock::now() + std::chrono::seconds(1);
-    auto next_stats = next_stats_time();
     bool running = true;
     while (running) {
+      auto next_stats = own_stats_->next();
       auto wake = std::min(next_housekeeping, Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                                   next_stats - std::chrono::system_clock::now()));
       auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()) +
@@ -135,58 +121,63 @@ class Master {
                                  {nullptr, signal_fd, ZMQ_POLLIN, 0},
                                  {control.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 3, std::max(timeout, std::chrono::milliseconds(0)));
-      if (items[2].revents & ZMQ_POLLIN) serve_control(control, router);
-      if (items[1].revents & ZMQ_POLLIN) {
-        signalfd_siginfo info{};
-        while (::read(signal_fd, &info, sizeof info) == sizeof info) {
-          if (info.ssi_signo == SIGHUP) {
-            notify_reloading("reopening outputs");
-            reopen();
-            notify_ready("running");
-          } else {
-            notify_stopping("flushing outputs");
-            spdlog::info("received {}, stopping", info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-            running = false;
-          }
-        }
-      }
+      if (items[2].revents & ZMQ_POLLIN)
+        control.serve(peers_.connected(),
+                      [&](const std::string& identity, const Bytes& message) { send(router, identity, message); });
+      if (items[1].revents & ZMQ_POLLIN) running = handle_signals(signal_fd);
       memory_.check(Clock::now());
       if (memory_.take_released()) ask_turned_away_to_resend(router);
       // Drain what is queued (bounded, so signals and timers still get their turn).
       for (int i = 0; i < 10000 && receive(router); ++i) {
         if (pending_.size() >= kHandOverSamples) commit(router);
       }
-      if (std::chrono::system_clock::now() >= next_stats) {
-        report_stats(next_stats);
-        next_stats = next_stats_time();
-      }
+      if (std::chrono::system_clock::now() >= next_stats) pending_.push_back(own_stats_->take(own_metric_sources()));
       commit(router);
       if (Clock::now() >= next_housekeeping) {
-        trim_journal();
-        forget_silent_peers();
-        admission_.flush_log();
-        registry_->check(wall_clock_ns());
-        registry_->save(wall_clock_ns());
+        keep_house();
         next_housekeeping = Clock::now() + std::chrono::seconds(1);
       }
     }
-    commit(router);
-    {
-      // Outputs finishing (the HDF5 file's compression, minutes at a thousand hosts) may take
-      // longer than the unit's TimeoutStopSec: more time is asked for while they make progress.
-      StopKeepAlive keepalive(kStopKeepAlivePeriod, kStopKeepAliveExtension);
-      // Every output gets its grace period at the same time; what one still holds stays in the journal.
-      for (auto& runner : runners_) runner->begin_stop();
-      for (auto& runner : runners_) runner->stop();
-      trim_journal();
-      runners_.clear();  // closes the outputs
-    }
-    ::close(signal_fd);
-    spdlog::info("lmaster stopped");
-    return 0;
   }
 
- private:
+  // SIGHUP reopens the outputs; false once SIGTERM or SIGINT came.
+  bool handle_signals(int signal_fd) {
+    bool running = true;
+    signalfd_siginfo info{};
+    while (::read(signal_fd, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGHUP) {
+        notify_reloading("reopening outputs");
+        reopen();
+        notify_ready("running");
+      } else {
+        notify_stopping("flushing outputs");
+        spdlog::info("received {}, stopping", info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+        running = false;
+      }
+    }
+    return running;
+  }
+
+  void keep_house() {
+    trim_journal();
+    peers_.forget_silent();
+    admission_.flush_log();
+    registry_->check(wall_clock_ns());
+    registry_->save(wall_clock_ns());
+  }
+
+  void stop(zmq::socket_t& router) {
+    commit(router);
+    // Outputs finishing (the HDF5 file's compression, minutes at a thousand hosts) may take
+    // longer than the unit's TimeoutStopSec: more time is asked for while they make progress.
+    StopKeepAlive keepalive(kStopKeepAlivePeriod, kStopKeepAliveExtension);
+    // Every output gets its grace period at the same time; what one still holds stays in the journal.
+    for (auto& runner : runners_) runner->begin_stop();
+    for (auto& runner : runners_) runner->stop();
+    trim_journal();
+    runners_.clear();  // closes the outputs
+  }
+
   void open_outputs() {
     create_directories_durably(config_.data_dir);
     registry_ = std::make_unique<AgentRegistry>((std::filesystem::path(config_.data_dir) / "agents.json").string(),
@@ -267,11 +258,11 @@ class Master {
     pending_.clear();
     round_marks_.clear();
     for (const auto& ack : pending_acks_) {
-      auto peer = peers_.find(ack.identity);
-      if (peer == peers_.end()) continue;
-      peer->second.dictionary.clear();
-      peer->second.resync_sent = false;
-      ask_resync(router, ack.identity, peer->second, "lmaster could not keep the last batches: " + why);
+      Peer* peer = peers_.find(ack.identity);
+      if (!peer) continue;
+      peer->dictionary.clear();
+      peer->resync_sent = false;
+      ask_resync(router, ack.identity, *peer, "lmaster could not keep the last batches: " + why);
     }
     pending_acks_.clear();
   }
@@ -298,19 +289,12 @@ class Master {
     describe_master_metrics(infos_, outputs);
   }
 
-  std::chrono::system_clock::time_point next_stats_time() const { return next_multiple_of(config_.stats_interval); }
-
-  void report_stats(std::chrono::system_clock::time_point when) {
-    Sample sample = stats_sample(when);
-    if (metrics_) metrics_->publish(metrics_exposition(sample));
-    pending_.push_back(std::move(sample));
-  }
-
-  Sample stats_sample(std::chrono::system_clock::time_point when) const {
+  // What the `lmaster` sensor reads now.
+  MasterMetricSources own_metric_sources() const {
     auto since = Clock::now() - std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(config_.stats_interval));
     MasterMetricSources from;
-    for (const auto& [identity, peer] : peers_) from.agents += !peer.host.empty() && peer.last_seen >= since;
+    from.agents = peers_.heard_since(since);
     from.received_points = received_points_;
     from.received_batches = received_batches_;
     from.turned_away_batches = turned_away_batches_;
@@ -319,7 +303,7 @@ class Master {
     from.runners = &runners_;
     from.journal = journal_.get();
     from.memory = &memory_;
-    return master_metrics_sample(own_host_, kOwnSensor, when, from);
+    return from;
   }
 
   void reopen() {
@@ -336,37 +320,7 @@ class Master {
     for (auto& runner : runners_) runner->request_reopen();
   }
 
-  // One `lmaster ctl` request (control_request.h), for the agents connected now.
-  void serve_control(zmq::socket_t& control, zmq::socket_t& router) {
-    zmq::message_t request;
-    if (!control.recv(request, zmq::recv_flags::dontwait)) return;
-    ConnectedAgents agents;
-    for (const auto& [identity, peer] : peers_)
-      if (!peer.host.empty()) agents.emplace_back(identity, peer.host);
-    std::string reply = answer_control_request(
-        request.to_string_view(), agents,
-        [&](const std::string& identity, const Bytes& message) { send(router, identity, message); });
-    control.send(zmq::buffer(reply), zmq::send_flags::dontwait);
-  }
-
-  void describe_agent(const std::string& host) { AgentRegistry::describe(infos_, kOwnSensor, host); }
-
-  void forget_silent_peers() {
-    auto now = Clock::now();
-    for (auto it = peers_.begin(); it != peers_.end();) {
-      // A connection that never said hello holds no agent's state: it goes within seconds.
-      const Peer& peer = it->second;
-      if (peer.host.empty() && !peer.refusal && now - peer.first_seen > AgentAdmission::kForgetHellolessPeerAfter) {
-        it = peers_.erase(it);
-      } else if (now - peer.last_seen > kForgetPeerAfter) {
-        spdlog::info("forgetting agent {} ({}): silent for {} minutes", it->second.host, it->second.address,
-                     std::chrono::duration_cast<std::chrono::minutes>(kForgetPeerAfter).count());
-        it = peers_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+  void describe_agent(const std::string& host) { AgentRegistry::describe(infos_, kMasterSensorName, host); }
 
   static void send(zmq::socket_t& router, const std::string& identity, const Bytes& payload) {
     router.send(zmq::buffer(identity), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -424,12 +378,12 @@ class Master {
       payload.swap(extra);
     }
     std::string identity(static_cast<const char*>(identity_frame.data()), identity_frame.size());
-    auto found = peers_.find(identity);
-    if (found == peers_.end() && peers_.size() >= AgentAdmission::kMaxPeers) {
+    Peer* known = peers_.find_or_add(identity);
+    if (!known) {
       admission_.refuse_peer_over_limit(peer_address_of(payload));
       return true;
     }
-    Peer& peer = found != peers_.end() ? found->second : peers_[identity];
+    Peer& peer = *known;
     // A routing id seen again with another CURVE key is another connection (a client may choose
     // its routing id): nothing of the one before carries over.
     if (std::string_view key = key_name_of(payload); peer.address.empty() || key != peer.key) {
@@ -557,7 +511,6 @@ class Master {
   std::string config_path_;
   MasterConfig config_;
   bool foreground_;
-  static inline const std::string kOwnSensor = "lmaster";
   std::string own_host_ = short_hostname();
   MetricInfoStore infos_;
   std::set<std::string> differing_descriptions_logged_;
@@ -580,11 +533,11 @@ class Master {
   std::uint64_t received_batches_ = 0;
   MemoryGuard memory_{config_.memory_max};  // [lmaster] memory_max
   std::uint64_t turned_away_batches_ = 0;
-  std::map<std::string, Peer> peers_;
+  PeerTable peers_;
   std::unique_ptr<AgentRegistry> registry_;  // every agent ever heard, up or down
   ZapHandler* curve_ = nullptr;               // null unless [lmaster] curve = true
   AgentAdmission admission_;                  // which hellos and new connections are let in
-  std::unique_ptr<MetricsEndpoint> metrics_;  // null unless [lmaster] metrics_listen
+  std::unique_ptr<OwnStats> own_stats_;      // the `lmaster` sensor (and metrics_listen)
   SequenceMarks last_sequence_;  // committed; rebuilt from the journal at start
 };
 

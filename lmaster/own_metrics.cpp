@@ -6,6 +6,8 @@
 #include "journal.h"
 #include "master_catalog.h"
 #include "memory_guard.h"
+#include "metrics_endpoint.h"
+#include "metrics_exposition.h"
 #include "output.h"
 #include "output_runner.h"
 #include "zap_handler.h"
@@ -68,5 +70,33 @@ void add_master_metrics(Sample& sample, const MasterMetricSources& from) {
   add("memory.holds", static_cast<double>(from.memory->holds()));
   add("memory.turned_away", static_cast<double>(from.turned_away_batches));
 }
+
+OwnStats::OwnStats(std::string host, double interval, const std::string& metrics_listen)
+    : host_(std::move(host)), interval_(interval), next_(next_multiple_of(interval)) {
+  if (!metrics_listen.empty()) endpoint_ = std::make_unique<MetricsEndpoint>(metrics_listen);
+}
+
+OwnStats::~OwnStats() = default;
+
+Sample OwnStats::reading(std::chrono::system_clock::time_point when, const MasterMetricSources& from) const {
+  return master_metrics_sample(host_, std::string(kMasterSensorName), when, from);
+}
+
+Sample OwnStats::take(const MasterMetricSources& from) {
+  Sample sample = reading(next_, from);
+  if (endpoint_) endpoint_->publish(metrics_exposition(sample));
+  // The next multiple after now, and after this one when it is taken early.
+  auto after = next_multiple_of(interval_);
+  next_ = after > next_ ? after
+                        : next_ + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                      std::chrono::duration<double>(interval_));
+  return sample;
+}
+
+void OwnStats::publish(const MasterMetricSources& from) {
+  if (endpoint_) endpoint_->publish(metrics_exposition(reading(std::chrono::system_clock::now(), from)));
+}
+
+std::string OwnStats::metrics_url() const { return endpoint_ ? endpoint_->url() : std::string(); }
 
 }  // namespace fructosa::master
