@@ -397,26 +397,40 @@ void Hdf5Output::Impl::write(std::span<const Sample> samples) {
   }
 }
 
-void Hdf5Output::Impl::write_row(const Sample& sample) {
-  static const std::string no_host;
-  const std::string& table_host = per_sensor ? no_host : sample.host;
+hdf5::Table& Hdf5Output::Impl::find_or_add_table(const std::string& table_host, const std::string& sensor) {
   auto host = tables.find(table_host);
   if (host == tables.end())
     host = tables.emplace(table_host, std::map<std::string, Table, std::less<>>{}).first;
-  auto found = host->second.find(sample.sensor);
+  auto found = host->second.find(sensor);
   if (found == host->second.end()) {
-    found = host->second.emplace(sample.sensor, Table{}).first;
+    found = host->second.emplace(sensor, Table{}).first;
     Table& added = found->second;
     added.host = table_host;
-    added.sensor = sample.sensor;
+    added.sensor = sensor;
     added.host_link = hdf5_link_name(table_host);
-    added.sensor_link = hdf5_link_name(sample.sensor);
+    added.sensor_link = hdf5_link_name(sensor);
     added.per_sensor = per_sensor;
     added.host_column.name = &kHostColumnName;
     added.column_names = &column_names;
     added.label_names = &label_names;
   }
-  Table& table = found->second;
+  return found->second;
+}
+
+hdf5::Table& Hdf5Output::Impl::table_for(const Sample& sample) {
+  static const std::string no_host;
+  const std::string& table_host = per_sensor ? no_host : sample.host;
+  Table* table = last_table ? last_table->followed_by : nullptr;
+  if (!table || table->sensor != sample.sensor || table->host != table_host) {
+    table = &find_or_add_table(table_host, sample.sensor);
+    if (last_table) last_table->followed_by = table;
+  }
+  last_table = table;
+  return *table;
+}
+
+void Hdf5Output::Impl::write_row(const Sample& sample) {
+  Table& table = table_for(sample);
   if (!stored_before_crash.empty() && already_stored(table, sample)) return;
   // A job's sample also goes to the job index, which numbers what the columns hold.
   const bool of_job = sample.job != 0;
@@ -440,10 +454,10 @@ void Hdf5Output::Impl::write_row(const Sample& sample) {
     column.has_value = true;
     if (of_job) JobIndex::add_metric(job_row, column.indexed_key, metric.key, metric.value);
   }
-  for (const auto& text : sample.labels) {
-    LabelColumn& label = table.label(text.key);
-    if (label.buffer.size() <= row) label.buffer.resize(row + 1);
-    label.buffer[row] = text.value;
+  for (std::size_t i = 0; i < sample.labels.size(); ++i) {
+    const Label& text = sample.labels[i];
+    LabelColumn& label = table.label_of(i, text.key);
+    label.buffer.set(row, text.value);
     label.has_value = true;
     if (of_job) JobIndex::add_label(job_row, label.indexed_key, text);
   }

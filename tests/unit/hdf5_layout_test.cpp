@@ -317,6 +317,64 @@ TEST(Hdf5Output, KeysInAnyOrderMissingOrTwiceLandInTheirColumns) {
   expect_values(reader.doubles("/s/c"), {kNaN, kNaN, kNaN, 12, kNaN}, "c");
 }
 
+TEST(Hdf5Output, LabelsAndTablesInAnyOrderLandInTheirPlaces) {
+  // The table of a row is guessed from the one that followed the last row's table, a label's
+  // column from its position in the last row, and a label's strings are reused across flushes:
+  // rows that change the order, skip a label or repeat one must still land right, and a row
+  // without a label after a flush must not show the value the row before the flush had.
+  for (const char* layout : {"layout=per_sensor", "layout=per_host"}) {
+    SCOPED_TRACE(layout);
+    TempDir dir;
+    MetricInfoStore infos;
+    const std::string long_value(40, 'x');
+    std::string file;
+    auto labelled = [](std::string host, std::string sensor, std::int64_t time, std::vector<Label> labels) {
+      Sample sample = make_sample(std::move(host), std::move(sensor), time, 0, {{"v", static_cast<double>(time)}});
+      sample.labels = std::move(labels);
+      return sample;
+    };
+    {
+      Hdf5Output output(options_for(dir.file("metrics.h5"), {"chunk=16", layout}), infos);
+      file = output.file();
+      output.write(std::vector<Sample>{
+          labelled("n0", "s", kT0, {{"a", long_value}, {"b", "b0"}}),
+          labelled("n0", "t", kT0, {}),
+          labelled("n1", "s", kT0, {{"b", "n1b0"}}),
+          labelled("n0", "s", kT0 + 1, {{"b", "b1"}, {"a", "a1"}}),
+          labelled("n0", "u", kT0 + 1, {}),
+          labelled("n0", "t", kT0 + 1, {}),
+          labelled("n0", "s", kT0 + 2, {{"a", "dup1"}, {"a", "dup2"}}),
+      });
+      output.flush();
+      output.write(std::vector<Sample>{
+          labelled("n0", "t", kT0 + 3, {}),
+          labelled("n0", "s", kT0 + 3, {}),
+          labelled("n0", "s", kT0 + 4, {{"b", "b4"}}),
+          labelled("n1", "s", kT0 + 4, {{"b", "n1b4"}}),
+      });
+    }
+    Reader reader(file);
+    if (std::string(layout) == "layout=per_host") {
+      EXPECT_EQ(reader.int64s("/n0/s/time"), (std::vector<std::int64_t>{kT0, kT0 + 1, kT0 + 2, kT0 + 3, kT0 + 4}));
+      EXPECT_EQ(reader.strings("/n0/s/labels/a"), (std::vector<std::string>{long_value, "a1", "dup2", "", ""}));
+      EXPECT_EQ(reader.strings("/n0/s/labels/b"), (std::vector<std::string>{"b0", "b1", "", "", "b4"}));
+      EXPECT_EQ(reader.strings("/n1/s/labels/b"), (std::vector<std::string>{"n1b0", "n1b4"}));
+      EXPECT_EQ(reader.int64s("/n0/t/time"), (std::vector<std::int64_t>{kT0, kT0 + 1, kT0 + 3}));
+      EXPECT_EQ(reader.int64s("/n0/u/time"), (std::vector<std::int64_t>{kT0 + 1}));
+    } else {
+      EXPECT_EQ(reader.strings("/s/host"), (std::vector<std::string>{"n0", "n1", "n0", "n0", "n0", "n0", "n1"}));
+      EXPECT_EQ(reader.int64s("/s/time"),
+                (std::vector<std::int64_t>{kT0, kT0, kT0 + 1, kT0 + 2, kT0 + 3, kT0 + 4, kT0 + 4}));
+      EXPECT_EQ(reader.strings("/s/labels/a"),
+                (std::vector<std::string>{long_value, "", "a1", "dup2", "", "", ""}));
+      EXPECT_EQ(reader.strings("/s/labels/b"),
+                (std::vector<std::string>{"b0", "n1b0", "b1", "", "", "b4", "n1b4"}));
+      EXPECT_EQ(reader.int64s("/t/time"), (std::vector<std::int64_t>{kT0, kT0 + 1, kT0 + 3}));
+      EXPECT_EQ(reader.int64s("/u/time"), (std::vector<std::int64_t>{kT0 + 1}));
+    }
+  }
+}
+
 TEST(Hdf5Output, LmastersPerAgentKeysAreRowsOfTheirOwnTableNotColumns) {
   // agent.<host>.<key> of lmaster's own sensor: four columns per agent would be 20,000 datasets
   // at 5000 agents; they are a row per agent of lmaster_agents, the master in a label.
