@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::TempDir;
 
-std::vector<Sample> batch(int n, std::int64_t t0 = 1'700'000'000'000'000'000) {
+std::vector<Sample> spool_batch(int n, std::int64_t t0 = 1'700'000'000'000'000'000) {
   std::vector<Sample> samples;
   for (int i = 0; i < n; ++i) {
     Sample sample = test::make_sample("", i % 2 ? "CPUPercent" : "VirtualMemory", t0 + i * std::int64_t{200'000'000}, i % 3,
@@ -49,10 +49,10 @@ TEST(AgentSpool, KeepsBatchesSelfContainedUntilAcknowledged) {
   EXPECT_TRUE(spool.empty());
   EXPECT_EQ(spool.next_sequence(), 1u);
   EXPECT_NE(spool.session(), 0u);
-  auto first = batch(5);
+  auto first = spool_batch(5);
   EXPECT_EQ(spool.append(first), 1u);
-  EXPECT_EQ(spool.append(batch(2)), 2u);
-  EXPECT_EQ(spool.append(batch(3)), 3u);
+  EXPECT_EQ(spool.append(spool_batch(2)), 2u);
+  EXPECT_EQ(spool.append(spool_batch(3)), 3u);
   EXPECT_EQ(spool.first_sequence(), 1u);
   EXPECT_EQ(spool.stats().batches, 3u);
   EXPECT_EQ(spool.samples_in(1), 5u);
@@ -112,7 +112,7 @@ TEST(BatchNames, NumbersEachBatchsNamesFromZeroInOrderOfFirstUse) {
 TEST(AgentSpool, BatchesWithDifferentNamesReadBackAsWritten) {
   TempDir dir;
   AgentSpool spool(dir.file("spool"), 1 << 20);
-  std::vector<std::vector<Sample>> sent{batch(3), {}, batch(2)};
+  std::vector<std::vector<Sample>> sent{spool_batch(3), {}, spool_batch(2)};
   sent[1].push_back(test::make_sample("", "DiskUsage", 1, 0, {{"percent", 7}, {"total", 8}}));
   sent[1][0].labels = {{"mount", "/home"}};
   sent[2][0].sensor = "NetIOCounters";
@@ -142,7 +142,7 @@ TEST(AgentSpool, ARestartContinuesSessionSequenceAndUnacknowledgedBatches) {
   {
     AgentSpool spool(dir.file("spool"), 1 << 20);
     session = spool.session();
-    for (int i = 0; i < 10; ++i) spool.append(batch(4, i * 1'000'000'000ll));
+    for (int i = 0; i < 10; ++i) spool.append(spool_batch(4, i * 1'000'000'000ll));
     spool.acknowledge(6);
   }
   {
@@ -158,7 +158,7 @@ TEST(AgentSpool, ARestartContinuesSessionSequenceAndUnacknowledgedBatches) {
     AgentSpool spool(dir.file("spool"), 1 << 20);
     EXPECT_EQ(spool.session(), session);
     EXPECT_TRUE(spool.empty());
-    EXPECT_EQ(spool.append(batch(1)), 11u);
+    EXPECT_EQ(spool.append(spool_batch(1)), 11u);
   }
 }
 
@@ -186,7 +186,7 @@ TEST(AgentSpool, ATornLastRecordIsCutAndTheRestKept) {
   {
     AgentSpool spool(dir.file("spool"), 1 << 20);
     session = spool.session();
-    for (int i = 0; i < 5; ++i) spool.append(batch(3));
+    for (int i = 0; i < 5; ++i) spool.append(spool_batch(3));
   }
   auto files = segments(dir.file("spool"));
   ASSERT_EQ(files.size(), 1u);
@@ -201,7 +201,7 @@ TEST(AgentSpool, ATornLastRecordIsCutAndTheRestKept) {
     EXPECT_EQ(spool.next_sequence(), 6u);
     EXPECT_EQ(spool.read(4).size(), 3u);
     EXPECT_LT(fs::file_size(files[0]), size - 7);
-    EXPECT_EQ(spool.append(batch(2)), 6u);
+    EXPECT_EQ(spool.append(spool_batch(2)), 6u);
   }
   {
     // A flipped byte inside a record: its CRC fails; the records after it are whole and kept,
@@ -242,7 +242,7 @@ TEST(AgentSpool, NumbersHandedOutBeforeAnUncleanStopAreNotGivenAgain) {
   pid_t child = ::fork();
   if (child == 0) {
     auto* spool = new AgentSpool(dir.file("spool"), 1 << 20);  // never destroyed: as a kill
-    for (int i = 0; i < 3; ++i) spool->append(batch(2));
+    for (int i = 0; i < 3; ++i) spool->append(spool_batch(2));
     ::_exit(0);
   }
   int status = 0;
@@ -260,7 +260,7 @@ TEST(AgentSpool, NumbersHandedOutBeforeAnUncleanStopAreNotGivenAgain) {
     EXPECT_EQ(spool.next_sequence(), 1 + AgentSpool::kReservedBatches);
     EXPECT_EQ(spool.stats().batches, 2u);
     EXPECT_EQ(spool.next_kept(3), spool.next_sequence());
-    EXPECT_EQ(spool.append(batch(1)), 1 + AgentSpool::kReservedBatches);
+    EXPECT_EQ(spool.append(spool_batch(1)), 1 + AgentSpool::kReservedBatches);
     // What the sender walks through: 1, 2, then across the numbers skipped.
     EXPECT_EQ(spool.next_kept(3), 1 + AgentSpool::kReservedBatches);
     EXPECT_EQ(spool.stats().batches, 3u);
@@ -276,16 +276,16 @@ TEST(AgentSpool, BatchesWaitForASyncOnlyUntilAcknowledged) {
   TempDir dir;
   AgentSpool spool(dir.file("spool"), 1 << 20);
   EXPECT_FALSE(spool.unsynced_since().has_value());
-  spool.append(batch(1));
+  spool.append(spool_batch(1));
   auto first = spool.unsynced_since();
   ASSERT_TRUE(first.has_value());
-  spool.append(batch(1));
+  spool.append(spool_batch(1));
   EXPECT_EQ(spool.unsynced_since(), first);  // the oldest one waiting counts
   spool.acknowledge(1);
   EXPECT_TRUE(spool.unsynced_since().has_value());  // batch 2 still waits
   spool.acknowledge(2);
   EXPECT_FALSE(spool.unsynced_since().has_value());  // lmaster has both on disk
-  spool.append(batch(1));
+  spool.append(spool_batch(1));
   EXPECT_TRUE(spool.unsynced_since().has_value());
   spool.sync();
   EXPECT_FALSE(spool.unsynced_since().has_value());
@@ -297,7 +297,7 @@ TEST(AgentSpool, OverBudgetTheOldestAreDroppedAndCounted) {
   AgentSpool spool(dir.file("spool"), budget);
   std::uint64_t appended_samples = 0;
   for (int i = 0; i < 400; ++i) {
-    spool.append(batch(4, i * 1'000'000'000ll));
+    spool.append(spool_batch(4, i * 1'000'000'000ll));
     appended_samples += 4;
     auto stats = spool.stats();
     ASSERT_LE(stats.bytes, budget);
@@ -316,24 +316,24 @@ TEST(AgentSpool, OverBudgetTheOldestAreDroppedAndCounted) {
             static_cast<std::int64_t>(stats.dropped_batches) * 1'000'000'000ll);
   // Acknowledged batches are not counted as dropped when their segment goes.
   spool.acknowledge(spool.next_sequence() - 1);
-  for (int i = 0; i < 100; ++i) spool.append(batch(4));
+  for (int i = 0; i < 100; ++i) spool.append(spool_batch(4));
   EXPECT_EQ(spool.stats().dropped_batches, stats.dropped_batches);
 
   // A batch larger than the whole budget cannot be kept: counted too.
   AgentSpool small(dir.file("small"), 65536);
-  EXPECT_EQ(small.append(batch(2000)), 0u);
+  EXPECT_EQ(small.append(spool_batch(2000)), 0u);
   EXPECT_EQ(small.stats().dropped_batches, 1u);
   EXPECT_EQ(small.stats().dropped_samples, 2000u);
-  EXPECT_EQ(small.append(batch(1)), 1u);
+  EXPECT_EQ(small.append(spool_batch(1)), 1u);
 }
 
 TEST(AgentSpool, AcknowledgedSegmentsAreRemoved) {
   TempDir dir;
   AgentSpool spool(dir.file("spool"), 64 << 10);
-  for (int i = 0; i < 100; ++i) spool.append(batch(4));
+  for (int i = 0; i < 100; ++i) spool.append(spool_batch(4));
   EXPECT_GT(segments(dir.file("spool")).size(), 1u);
   spool.acknowledge(100);
-  spool.append(batch(1));
+  spool.append(spool_batch(1));
   EXPECT_EQ(segments(dir.file("spool")).size(), 1u);
   EXPECT_EQ(spool.stats().batches, 1u);
 }
@@ -344,7 +344,7 @@ TEST(AgentSpool, LostPositionStartsANewSession) {
   {
     AgentSpool spool(dir.file("spool"), 1 << 20);
     session = spool.session();
-    spool.append(batch(1));
+    spool.append(spool_batch(1));
     spool.acknowledge(1);
   }
   // Without `acked` and without batches the next number is unknown: a new session is safe.
@@ -361,7 +361,7 @@ TEST(AgentSpool, WithoutAckedFileKeptBatchesAreSentAgainUnderTheSameSession) {
   {
     AgentSpool spool(dir.file("spool"), 1 << 20);
     session = spool.session();
-    for (int i = 0; i < 4; ++i) spool.append(batch(1));
+    for (int i = 0; i < 4; ++i) spool.append(spool_batch(1));
     spool.acknowledge(3);
   }
   fs::remove(dir.file("spool/acked"));
@@ -374,21 +374,21 @@ TEST(AgentSpool, WithoutAckedFileKeptBatchesAreSentAgainUnderTheSameSession) {
 TEST(AgentSpool, AnAcknowledgementBeyondTheTailMovesTheSequenceOn) {
   TempDir dir;
   AgentSpool spool(dir.file("spool"), 1 << 20);
-  spool.append(batch(1));
+  spool.append(spool_batch(1));
   spool.acknowledge(50);
-  EXPECT_EQ(spool.append(batch(1)), 51u);
+  EXPECT_EQ(spool.append(spool_batch(1)), 51u);
   EXPECT_EQ(spool.read(51).size(), 1u);
 }
 
 TEST(AgentSpool, AnAcknowledgementOfANumberNeverHandedOutIsIgnored) {
   TempDir dir;
   AgentSpool spool(dir.file("spool"), 1 << 20);
-  spool.append(batch(1));
+  spool.append(spool_batch(1));
   // A confused or lying peer: UINT64_MAX would wrap the next number to 0.
   spool.acknowledge(UINT64_MAX);
   spool.acknowledge(AgentSpool::kReservedBatches + 1);
   EXPECT_EQ(spool.first_sequence(), 1u);
-  EXPECT_EQ(spool.append(batch(1)), 2u);
+  EXPECT_EQ(spool.append(spool_batch(1)), 2u);
   EXPECT_EQ(spool.read(1).size(), 1u);
 }
 
@@ -407,7 +407,7 @@ TEST(AgentSpool, ASegmentOfTheEarlierFormatIsConverted) {
   BatchNames names;
   std::string scratch, payload;
   for (std::uint64_t sequence : {1, 2}) {
-    spool_format::encode_payload(batch(static_cast<int>(sequence) + 1), names, scratch, payload);
+    spool_format::encode_payload(spool_batch(static_cast<int>(sequence) + 1), names, scratch, payload);
     std::string body;
     spool_format::put<std::uint64_t>(body, sequence);
     body += payload;
@@ -437,14 +437,14 @@ TEST(AgentSpool, AnUnusableDirectoryGivesASpoolInMemory) {
   auto spool = AgentSpool::open(dir.file("file/spool"), 1 << 20);
   ASSERT_TRUE(spool->memory_only());
   EXPECT_NE(spool->session(), 0u);
-  EXPECT_EQ(spool->append(batch(3)), 1u);
-  EXPECT_EQ(spool->append(batch(2)), 2u);
+  EXPECT_EQ(spool->append(spool_batch(3)), 1u);
+  EXPECT_EQ(spool->append(spool_batch(2)), 2u);
   EXPECT_EQ(spool->read(2).size(), 2u);
   EXPECT_EQ(spool->stats().batches, 2u);
   spool->acknowledge(1);
   EXPECT_EQ(spool->first_sequence(), 2u);
   spool->acknowledge(UINT64_MAX);  // never made: ignored
-  EXPECT_EQ(spool->append(batch(1)), 3u);
+  EXPECT_EQ(spool->append(spool_batch(1)), 3u);
 
   AgentSpool held(dir.file("spool"), 1 << 20);
   EXPECT_THROW(AgentSpool::open(dir.file("spool"), 1 << 20), SpoolError);
@@ -464,7 +464,7 @@ TEST(AgentSpool, BatchesTheDiskRefusesWaitInMemory) {
     const rlim_t hard = limit.rlim_max;
     limit.rlim_cur = 3000;  // the soft limit only: raising it back needs no privilege
     ::setrlimit(RLIMIT_FSIZE, &limit);
-    for (int i = 0; i < 12; ++i) spool->append(batch(4));
+    for (int i = 0; i < 12; ++i) spool->append(spool_batch(4));
     if (spool->in_memory() == 0 || spool->in_memory() == 12) ::_exit(11);
     if (spool->stats().batches != 12) ::_exit(12);
     for (std::uint64_t sequence = 1; sequence <= 12; ++sequence)
@@ -473,7 +473,7 @@ TEST(AgentSpool, BatchesTheDiskRefusesWaitInMemory) {
     if (spool->in_memory() != 0 || !spool->empty()) ::_exit(14);
     limit.rlim_cur = hard;
     ::setrlimit(RLIMIT_FSIZE, &limit);
-    if (spool->append(batch(1)) != 13 || spool->in_memory() != 0) ::_exit(15);
+    if (spool->append(spool_batch(1)) != 13 || spool->in_memory() != 0) ::_exit(15);
     ::_exit(0);
   }
   int status = 0;
@@ -487,7 +487,7 @@ TEST(AgentSpool, BatchesTheDiskRefusesWaitInMemory) {
 TEST(SpoolFormat, CountsLargerThanThePayloadAreRefused) {
   BatchNames names;
   std::string scratch, payload;
-  spool_format::encode_payload(batch(2), names, scratch, payload);
+  spool_format::encode_payload(spool_batch(2), names, scratch, payload);
   EXPECT_EQ(spool_format::decode_payload(payload, "test").size(), 2u);
   std::string strings = payload;
   std::uint32_t huge = 0xfffffff0;

@@ -106,7 +106,7 @@ CarbonLinkSettings settings_for(int port, double replay_window) {
 }
 
 // A batch as the spool gives it back: no host.
-std::vector<Sample> batch(std::int64_t second, double value) {
+std::vector<Sample> carbon_batch(std::int64_t second, double value) {
   return {make_sample("", "Test", second * 1000000000, 0, {{"k0", value}})};
 }
 
@@ -132,7 +132,7 @@ TEST(CarbonLink, ABatchIsTakenOnlyOnceTheConnectionOutlivedTheReplayWindow) {
   carbon.accept_connection();
   EXPECT_TRUE(link->can_send());
   EXPECT_EQ(events.answers, 1);
-  auto samples = batch(1700000000, 42);
+  auto samples = carbon_batch(1700000000, 42);
   const auto written = Clock::now();
   link->send(1, samples);
   // The spool does not keep the host: the link names the samples after this agent.
@@ -152,7 +152,7 @@ TEST(CarbonLink, WithoutAReplayWindowABatchIsTakenOnceWritten) {
   RecordedEvents events;
   link->start(events);
   carbon.accept_connection();
-  auto samples = batch(1700000000, 1);
+  auto samples = carbon_batch(1700000000, 1);
   link->send(7, samples);
   EXPECT_EQ(events.taken_through, std::vector<std::uint64_t>{7});
 }
@@ -165,7 +165,7 @@ TEST(CarbonLink, ALostConnectionSendsEveryBatchNotTakenAgainAfterTheReconnect) {
   carbon.accept_connection();
   EXPECT_EQ(events.send_agains, 1);  // at the first connection: whatever the spool kept
   for (std::uint64_t sequence : {1, 2}) {
-    auto samples = batch(1700000000 + static_cast<std::int64_t>(sequence), 1);
+    auto samples = carbon_batch(1700000000 + static_cast<std::int64_t>(sequence), 1);
     link->send(sequence, samples);
   }
   carbon.read_until([](const std::string& bytes) { return bytes.size() > 60; });
@@ -186,7 +186,7 @@ TEST(CarbonLink, CarbonClosingAfterOurEndTakesEverythingWritten) {
   link->start(events);
   carbon.accept_connection();
   for (std::uint64_t sequence : {1, 2, 3}) {
-    auto samples = batch(1700000000 + static_cast<std::int64_t>(sequence), 1);
+    auto samples = carbon_batch(1700000000 + static_cast<std::int64_t>(sequence), 1);
     link->send(sequence, samples);
   }
   link->finish();  // the agent stops: our end is closed...
@@ -287,12 +287,12 @@ TEST(AgentConfigGraphite, WithAnLmasterTheSectionIsIgnoredWithAWarning) {
 TEST(AgentSpoolHandedOver, AHandedOverBatchNeedsNoSyncButStaysUntilAcknowledged) {
   TempDir dir;
   AgentSpool spool(dir.file("spool"), 1 << 20);
-  auto sequence = spool.append(batch(1700000000, 1));
+  auto sequence = spool.append(carbon_batch(1700000000, 1));
   ASSERT_TRUE(spool.unsynced_since());
   spool.handed_over(sequence);
   EXPECT_FALSE(spool.unsynced_since());
   EXPECT_EQ(spool.stats().batches, 1u);
-  auto next = spool.append(batch(1700000001, 2));
+  auto next = spool.append(carbon_batch(1700000001, 2));
   EXPECT_TRUE(spool.unsynced_since()) << "a batch not handed over still needs its sync";
   spool.acknowledge(next);
   EXPECT_EQ(spool.stats().batches, 0u);

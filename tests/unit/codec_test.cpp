@@ -9,7 +9,7 @@ using namespace fructosa;
 
 namespace {
 
-Sample make_sample(const std::string& sensor, std::int64_t time_ns, std::vector<MetricValue> metrics,
+Sample codec_sample(const std::string& sensor, std::int64_t time_ns, std::vector<MetricValue> metrics,
                    std::uint64_t job = 0) {
   Sample sample;
   sample.host = "node07";
@@ -51,8 +51,8 @@ TEST(Codec, SmallMessagesRoundTrip) {
 TEST(Codec, BatchRoundTripThroughBothDictionaries) {
   AgentDictionary agent = make_dictionary();
   std::vector<Sample> samples{
-      make_sample("VirtualMemory", 1000, {{"total", 25165824000.0}, {"percent", 12.3}}),
-      make_sample("SwapMemory", 1000, {{"sin", 1e15}}, 4242),
+      codec_sample("VirtualMemory", 1000, {{"total", 25165824000.0}, {"percent", 12.3}}),
+      codec_sample("SwapMemory", 1000, {{"sin", 1e15}}, 4242),
   };
   samples[1].labels.push_back({"device", "/dev/sda2"});
   std::vector<Bytes> messages;
@@ -99,9 +99,9 @@ TEST(Codec, NamesTravelOnceThenOnlyNewOnes) {
   AgentDictionary agent = make_dictionary();
   MasterDictionary master;
   std::vector<Bytes> first, second, third;
-  agent.encode_batch(1, {make_sample("VirtualMemory", 1, {{"total", 1}, {"percent", 2}})}, first);
-  agent.encode_batch(2, {make_sample("VirtualMemory", 2, {{"total", 3}, {"percent", 4}})}, second);
-  agent.encode_batch(3, {make_sample("VirtualMemory", 3, {{"total", 5}, {"used", 6}})}, third);
+  agent.encode_batch(1, {codec_sample("VirtualMemory", 1, {{"total", 1}, {"percent", 2}})}, first);
+  agent.encode_batch(2, {codec_sample("VirtualMemory", 2, {{"total", 3}, {"percent", 4}})}, second);
+  agent.encode_batch(3, {codec_sample("VirtualMemory", 3, {{"total", 5}, {"used", 6}})}, third);
   EXPECT_EQ(first.size(), 2u);
   EXPECT_EQ(second.size(), 1u);  // nothing new: the batch alone
   ASSERT_EQ(third.size(), 2u);   // only "used" is new
@@ -133,7 +133,7 @@ TEST(Codec, NamesTravelOnceThenOnlyNewOnes) {
   Bytes everything = agent.encode_everything();
   fresh.apply(decode(everything.data(), everything.size()).dictionary);
   std::vector<Bytes> fourth;
-  agent.encode_batch(4, {make_sample("VirtualMemory", 4, {{"total", 5}, {"used", 7}})}, fourth);
+  agent.encode_batch(4, {codec_sample("VirtualMemory", 4, {{"total", 5}, {"used", 7}})}, fourth);
   ASSERT_EQ(fourth.size(), 1u);
   Message batch = decode(fourth[0].data(), fourth[0].size());
   fresh.unpack(batch);
@@ -169,13 +169,13 @@ TEST(Codec, KeysThatMoveOrChangeBetweenBatchesKeepTheirNames) {
     return out;
   };
   std::vector<std::vector<Sample>> batches{
-      {make_sample("Disk", 1, {{"read", 1}, {"write", 2}}), make_sample("Disk", 1, {{"read", 3}, {"write", 4}})},
+      {codec_sample("Disk", 1, {{"read", 1}, {"write", 2}}), codec_sample("Disk", 1, {{"read", 3}, {"write", 4}})},
       // swapped keys in the first sample, one key less in the second, a third sample
-      {make_sample("Disk", 2, {{"write", 5}, {"read", 6}}), make_sample("Disk", 2, {{"read", 7}}),
-       make_sample("Disk", 2, {{"busy", 8}, {"read", 9}})},
+      {codec_sample("Disk", 2, {{"write", 5}, {"read", 6}}), codec_sample("Disk", 2, {{"read", 7}}),
+       codec_sample("Disk", 2, {{"busy", 8}, {"read", 9}})},
       // a new key where an old one was, and back to the first shape
-      {make_sample("Disk", 3, {{"busy", 10}, {"write", 11}}), make_sample("Disk", 3, {{"read", 12}, {"write", 13}})},
-      {make_sample("Disk", 4, {{"read", 14}, {"write", 15}}), make_sample("Disk", 4, {{"read", 16}, {"write", 17}})},
+      {codec_sample("Disk", 3, {{"busy", 10}, {"write", 11}}), codec_sample("Disk", 3, {{"read", 12}, {"write", 13}})},
+      {codec_sample("Disk", 4, {{"read", 14}, {"write", 15}}), codec_sample("Disk", 4, {{"read", 16}, {"write", 17}})},
   };
   std::uint64_t sequence = 0;
   for (const auto& batch : batches) {
@@ -190,7 +190,7 @@ TEST(Codec, KeysThatMoveOrChangeBetweenBatchesKeepTheirNames) {
 TEST(Codec, UnknownIndicesAndGapsAreProtocolErrors) {
   AgentDictionary agent = make_dictionary();
   std::vector<Bytes> messages;
-  agent.encode_batch(1, {make_sample("VirtualMemory", 1, {{"total", 1}})}, messages);
+  agent.encode_batch(1, {codec_sample("VirtualMemory", 1, {{"total", 1}})}, messages);
   Message batch = decode(messages[1].data(), messages[1].size());
   MasterDictionary empty;
   empty.unpack(batch);
@@ -215,7 +215,7 @@ TEST(Codec, GarbageTruncationAndOtherVersionsAreRejected) {
   // run this), whatever tag byte it ends in.
   AgentDictionary agent = make_dictionary();
   std::vector<Bytes> messages;
-  agent.encode_batch(3, {make_sample("VirtualMemory", 1, {{"total", 1.5e10}, {"used", 0}, {"percent", 12.5}})},
+  agent.encode_batch(3, {codec_sample("VirtualMemory", 1, {{"total", 1.5e10}, {"used", 0}, {"percent", 12.5}})},
                      messages);
   const Bytes& batch = messages.back();
   for (std::size_t cut = 1; cut < batch.size(); ++cut) {
@@ -231,7 +231,7 @@ TEST(Codec, GarbageTruncationAndOtherVersionsAreRejected) {
 TEST(Codec, DecodesFromUnalignedMemory) {
   AgentDictionary agent = make_dictionary();
   std::vector<Bytes> messages;
-  agent.encode_batch(9, {make_sample("VirtualMemory", 1, {{"total", 123.5}})}, messages);
+  agent.encode_batch(9, {codec_sample("VirtualMemory", 1, {{"total", 123.5}})}, messages);
   std::vector<char> buffer(messages[1].size() + 3);
   std::memcpy(buffer.data() + 3, messages[1].data(), messages[1].size());  // odd address
   Message batch = decode(buffer.data() + 3, messages[1].size());

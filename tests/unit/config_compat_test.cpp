@@ -37,7 +37,7 @@ struct TempFile {
   }
 };
 
-std::string agent_error_of(const std::string& text) {
+std::string lagent_conf_error_of(const std::string& text) {
   TempFile file("lagent.conf", text);
   try {
     agent::check_agent_config(file.path);
@@ -77,10 +77,10 @@ TEST(CompatConfig, UnknownKeysStayErrorsWithAHint) {
   std::string error = master_error_of("[lmaster]\nhost = 127.0.0.1\nport = 7888\n");
   EXPECT_TRUE(starts(error, "lmaster.conf:3: [lmaster] port: unknown key, did you mean 'incoming data port'? (known keys: "))
       << error;
-  error = agent_error_of("[lmaster]\nport = 7888\n");
+  error = lagent_conf_error_of("[lmaster]\nport = 7888\n");
   EXPECT_TRUE(starts(error, "lagent.conf:2: [lmaster] port: unknown key, did you mean 'incoming data port'? (known keys: "))
       << error;
-  error = agent_error_of("[sensor:CPUPercent]\ntime_intervall = 1\n");
+  error = lagent_conf_error_of("[sensor:CPUPercent]\ntime_intervall = 1\n");
   EXPECT_TRUE(starts(error, "lagent.conf:2: [sensor:CPUPercent] time_intervall: unknown key, did you mean 'time_interval'?"))
       << error;
   EXPECT_EQ(master_error_of("[Grafite]\nhost = localhost\n"),
@@ -89,7 +89,7 @@ TEST(CompatConfig, UnknownKeysStayErrorsWithAHint) {
 }
 
 TEST(CompatConfig, FrUCToSAsSlurmSensorNamesItsReplacement) {
-  std::string error = agent_error_of("[sensor:SlurmJobs]\ntime_interval = 10\n");
+  std::string error = lagent_conf_error_of("[sensor:SlurmJobs]\ntime_interval = 10\n");
   EXPECT_EQ(error.rfind("lagent.conf:1: [sensor:SlurmJobs]: FrUCToSA's SlurmJobs sensor is replaced by", 0), 0u) << error;
   EXPECT_NE(error.find("[jobs] scheduler = slurm"), std::string::npos) << error;
   EXPECT_NE(error.find("[sensor:JobCgroup]"), std::string::npos) << error;
@@ -97,7 +97,7 @@ TEST(CompatConfig, FrUCToSAsSlurmSensorNamesItsReplacement) {
 
 TEST(CompatConfig, NonsenseSectionsStayErrors) {
   // FrUCToSA's own test file of nonsense (tests/functional/data/lagent-test.2.conf).
-  EXPECT_EQ(agent_error_of("[logging]\nlevel = DEBUG\n[wacalamo:con_tomatre]\ntime_interval = 3\n"),
+  EXPECT_EQ(lagent_conf_error_of("[logging]\nlevel = DEBUG\n[wacalamo:con_tomatre]\ntime_interval = 3\n"),
             "lagent.conf:3: [wacalamo:con_tomatre]: unknown section (known: [lmaster], [lagent], [logging], [jobs], "
             "[sensor:Name])");
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "dashboard.h"
+#include "dashboard_test_support.h"
 #include "master_config.h"
 #include "sensor.h"
 #include "test_support.h"
@@ -17,6 +18,8 @@ namespace fructosa::dashboards {
 namespace {
 
 using json = nlohmann::ordered_json;
+using test_helpers::contains;
+using test_helpers::joined;
 
 std::vector<std::string> graphite_targets(const json& dashboard) {
   std::vector<std::string> targets;
@@ -24,16 +27,6 @@ std::vector<std::string> graphite_targets(const json& dashboard) {
     for (const auto& target : panel.value("targets", json::array()))
       if (target.contains("target")) targets.push_back(target["target"]);
   return targets;
-}
-
-bool contains(const std::vector<std::string>& list, std::string_view item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const auto& line : lines) text += line + "\n";
-  return text;
 }
 
 // The sensors of an lagent.conf written for the test.

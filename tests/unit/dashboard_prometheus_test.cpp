@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "dashboard.h"
+#include "dashboard_test_support.h"
 #include "master_catalog.h"
 #include "prometheus_name.h"
 #include "sensor.h"
@@ -16,8 +17,9 @@ namespace fructosa::dashboards {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-const std::string kFixtures = std::string(FRUCTOSA_FIXTURES) + "/dashboards";
+using test_helpers::kFixtures;
+using test_helpers::contains;
+using test_helpers::joined;
 
 Settings prometheus_settings() {
   Settings settings;
@@ -31,16 +33,6 @@ std::vector<std::string> expressions(const json& dashboard) {
   for (const auto& panel : dashboard["panels"])
     for (const auto& target : panel.value("targets", json::array())) out.push_back(target["expr"]);
   return out;
-}
-
-bool contains(const std::vector<std::string>& list, std::string_view item) {
-  return std::find(list.begin(), list.end(), item) != list.end();
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const auto& line : lines) text += line + "\n";
-  return text;
 }
 
 const json* variable(const json& dashboard, std::string_view name) {

@@ -11,6 +11,7 @@
 
 #include "agent_registry.h"
 #include "dashboard.h"
+#include "dashboard_test_support.h"
 #include "graphite_output.h"
 #include "master_catalog.h"
 #include "output.h"
@@ -20,8 +21,8 @@ namespace fructosa::dashboards {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-const std::string kFixtures = std::string(FRUCTOSA_FIXTURES) + "/dashboards";
+using test_helpers::kFixtures;
+using test_helpers::joined;
 
 std::vector<std::string> all_targets(const json& dashboard) {
   std::vector<std::string> targets;
@@ -35,12 +36,6 @@ const json* panel_titled(const json& dashboard, std::string_view title) {
   for (const auto& panel : dashboard["panels"])
     if (panel["title"] == title) return &panel;
   return nullptr;
-}
-
-std::string joined(const std::vector<std::string>& lines) {
-  std::string text;
-  for (const auto& line : lines) text += line + "\n";
-  return text;
 }
 
 TEST(DashboardHints, EverySensorDeclaresARowAndHintsThatExist) {

@@ -32,7 +32,7 @@ using Json = nlohmann::json;
 // 2024-05-01T23:59:59.900Z
 constexpr std::int64_t kLateMay1 = 1714607999'900'000'000;
 
-Sample make_sample(std::string sensor, std::int64_t time_ns, std::vector<MetricValue> metrics,
+Sample es_sample(std::string sensor, std::int64_t time_ns, std::vector<MetricValue> metrics,
                    std::vector<Label> labels = {}, std::uint64_t job = 0,
                    std::string host = "node07") {
   return Sample{std::move(host),    std::move(sensor), time_ns, job,
@@ -50,14 +50,14 @@ TEST(ElasticsearchNames, IndexIsPerSensorAndUtcDay) {
 }
 
 TEST(ElasticsearchNames, DocumentIdIsDeterministicAndUnambiguous) {
-  Sample sample = make_sample("VirtualMemory", 1700000000'200'000'000, {{"total", 1}});
+  Sample sample = es_sample("VirtualMemory", 1700000000'200'000'000, {{"total", 1}});
   EXPECT_EQ(elasticsearch_document_id(sample), "node07|VirtualMemory|0|1700000000200000000");
   EXPECT_EQ(elasticsearch_document_id(sample),
-            elasticsearch_document_id(make_sample("VirtualMemory", sample.time_ns, {{"x", 2}})));
+            elasticsearch_document_id(es_sample("VirtualMemory", sample.time_ns, {{"x", 2}})));
   Sample job = sample;
   job.job = 4242;
   EXPECT_NE(elasticsearch_document_id(job), elasticsearch_document_id(sample));
-  Sample odd = make_sample("S", 1, {}, {}, 0, "a|b%");
+  Sample odd = es_sample("S", 1, {}, {}, 0, "a|b%");
   EXPECT_EQ(elasticsearch_document_id(odd), "a%7Cb%25|S|0|1");
 }
 
@@ -71,7 +71,7 @@ TEST(ElasticsearchNames, FieldNamesKeepDotsAndNameTheScalarValue) {
 
 TEST(ElasticsearchDocument, HoldsTimestampHostSensorJobMetricsAndLabels) {
   double tricky = 0.1 + 0.2;
-  Sample sample = make_sample("DiskUsage", 1714521600'123'456'789,
+  Sample sample = es_sample("DiskUsage", 1714521600'123'456'789,
                               {{"/.total", 1.0e12},
                                {"/.percent", 12.5},
                                {"/.used", 3.5},
@@ -97,7 +97,7 @@ TEST(ElasticsearchDocument, HoldsTimestampHostSensorJobMetricsAndLabels) {
   EXPECT_EQ(document["labels"]["value"], "text");
   // A scalar sensor's value; invalid UTF-8 from a node does not stop the document.
   Json scalar = Json::parse(
-      elasticsearch_document(make_sample("BootTime", 0, {{"", 1.7e9}}, {}, 0, "bad\xff"), {}));
+      elasticsearch_document(es_sample("BootTime", 0, {{"", 1.7e9}}, {}, 0, "bad\xff"), {}));
   EXPECT_EQ(scalar["metrics"]["value"], 1.7e9);
   EXPECT_EQ(scalar["host"], "bad\xef\xbf\xbd");
   EXPECT_FALSE(scalar.contains("labels"));
@@ -135,7 +135,7 @@ TEST(ElasticsearchTemplate, TypesTheCatalogKeys) {
   EXPECT_EQ(body["template"]["settings"]["index.mapping.total_fields.limit"], 1000);
 }
 
-Options options_of(std::vector<std::string> pairs) {
+Options es_options_of(std::vector<std::string> pairs) {
   return parse_pairs(elasticsearch_options(), pairs, "test");
 }
 
@@ -147,7 +147,7 @@ std::string temporary_file(const std::string& name, const std::string& text) {
 
 TEST(ElasticsearchOptions, DefaultsAndBadValues) {
   MetricInfoStore infos;
-  Options defaults = options_of({});
+  Options defaults = es_options_of({});
   EXPECT_EQ(defaults.get_list("url"), std::vector<std::string>{"http://localhost:9200"});
   auto output = make_elasticsearch_output(defaults, infos);
   EXPECT_EQ(output->name(), "elasticsearch");
@@ -155,7 +155,7 @@ TEST(ElasticsearchOptions, DefaultsAndBadValues) {
   EXPECT_EQ(output->flush_period(), 1.0);
   auto refused = [&](std::vector<std::string> pairs, const std::string& expected) {
     try {
-      make_elasticsearch_output(options_of(pairs), infos);
+      make_elasticsearch_output(es_options_of(pairs), infos);
       ADD_FAILURE() << "accepted " << pairs.front();
     } catch (const ConfigError& error) {
       EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
@@ -294,16 +294,16 @@ class ElasticsearchOutputTest : public ::testing::Test {
     if (std::none_of(pairs.begin(), pairs.end(),
                      [](const std::string& p) { return p.rfind("url=", 0) == 0; }))
       pairs.push_back("url=" + server_.url());
-    return make_elasticsearch_output(options_of(pairs), infos_);
+    return make_elasticsearch_output(es_options_of(pairs), infos_);
   }
 
   // `count` VirtualMemory samples 0.2 s apart, and one CPUCount sample.
   static std::vector<Sample> samples(int count, std::int64_t start = 1714521600'000'000'000) {
     std::vector<Sample> made;
     for (int i = 0; i < count; ++i)
-      made.push_back(make_sample("VirtualMemory", start + i * 200'000'000,
+      made.push_back(es_sample("VirtualMemory", start + i * 200'000'000,
                                  {{"total", 16e9 + i}, {"percent", 12.5 + i / 10.0}}));
-    made.push_back(make_sample("CPUCount", start, {{"", 8}}));
+    made.push_back(es_sample("CPUCount", start, {{"", 8}}));
     return made;
   }
 
@@ -429,7 +429,7 @@ TEST_F(ElasticsearchOutputTest, ADocumentRefusedForGoodIsDroppedAndCounted) {
   EXPECT_EQ(server_.documents().size(), batch.size() - 1);
   // A real mapping conflict: "total" is a number, "total.x" would make it an object.
   auto conflicting = samples(0, 1714521900'000'000'000);
-  conflicting.push_back(make_sample("VirtualMemory", 1714521900'000'000'000, {{"total.x", 1}}));
+  conflicting.push_back(es_sample("VirtualMemory", 1714521900'000'000'000, {{"total.x", 1}}));
   out->write(conflicting);
   EXPECT_EQ(out->counters().dropped, batch[1].metrics.size() + 1);
 }

@@ -24,7 +24,6 @@ namespace {
 
 using namespace hdf5_test;
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // What the index says of one series (one key of one job on one host and sensor, in row order,
 // NaN where a row has no number): `before` is its last number in the previous file.
@@ -63,7 +62,7 @@ std::vector<double> series(const std::vector<Sample>& samples, std::uint64_t job
   return values;
 }
 
-void expect_same(const std::vector<double>& actual, const std::vector<double>& expected,
+void expect_same_values(const std::vector<double>& actual, const std::vector<double>& expected,
                  const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
   for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -87,10 +86,10 @@ void expect_metric(const Reader& reader, const std::string& group,
     growth.push_back(row.growth);
   }
   EXPECT_EQ(reader.uint64s(group + "/count"), count) << group;
-  expect_same(reader.doubles(group + "/max"), max, group + "/max");
-  expect_same(reader.doubles(group + "/sum"), sum, group + "/sum");
-  expect_same(reader.doubles(group + "/last"), last, group + "/last");
-  expect_same(reader.doubles(group + "/growth"), growth, group + "/growth");
+  expect_same_values(reader.doubles(group + "/max"), max, group + "/max");
+  expect_same_values(reader.doubles(group + "/sum"), sum, group + "/sum");
+  expect_same_values(reader.doubles(group + "/last"), last, group + "/last");
+  expect_same_values(reader.doubles(group + "/growth"), growth, group + "/growth");
 }
 
 Sample job_sample(const std::string& host, const std::string& sensor, std::int64_t time,

@@ -39,8 +39,6 @@ void expect_values(const std::vector<double>& actual, const std::vector<double>&
   }
 }
 
-const double kNaN = std::nan("");
-
 TEST(Hdf5Output, WritesSelfDescribingTablesAndReadsThemBack) {
   H5open();
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 #include <stdexcept>
 #include <string>
@@ -297,6 +298,7 @@ inline const bool kNoHdf5ShutdownAtExit = (H5dont_atexit(), true);
 
 inline constexpr std::int64_t kSecond = 1'000'000'000;
 inline constexpr std::int64_t kT0 = 1'700'000'000 * kSecond;
+inline const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Runs this test program again as a child with `environment` added, and the gtest filter
 // `filter`; its stdout comes back through a pipe.

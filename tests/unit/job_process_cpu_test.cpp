@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 
+#include "cgroup_trees.h"
 #include "job_process_cpu.h"
 #include "jobs.h"
 #include "sensor.h"
@@ -23,11 +24,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kTrees = std::string(FRUCTOSA_FIXTURES) + "/cgroups";
+using fructosa::test::kTrees;
+using fructosa::test::tree;
 
 JobSettings slurm() { return job_settings(parse_pairs(job_options(), {"scheduler=slurm"}, "test")); }
-
-Roots tree(const std::string& name) { return Roots{kTrees + "/" + name + "/proc", kTrees + "/" + name + "/sys"}; }
 
 ProcessStat stat(int ppid, CpuTicks self, CpuTicks children, std::uint64_t start = 100) {
   return ProcessStat{ppid, self, children, start};

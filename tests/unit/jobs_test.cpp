@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent_config.h"
+#include "cgroup_trees.h"
 #include "job_layouts.h"
 #include "jobs.h"
 #include "sensor.h"
@@ -22,13 +23,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kTrees = std::string(FRUCTOSA_FIXTURES) + "/cgroups";
+using fructosa::test::kTrees;
+using fructosa::test::tree;
 
 JobSettings settings(std::vector<std::string> pairs) {
   return job_settings(parse_pairs(job_options(), pairs, "test"));
 }
-
-Roots tree(const std::string& name) { return Roots{kTrees + "/" + name + "/proc", kTrees + "/" + name + "/sys"}; }
 
 std::vector<std::uint64_t> ids(const JobSnapshot& snapshot) {
   std::vector<std::uint64_t> found;

@@ -121,7 +121,7 @@ class FakeOutput final : public Output {
 
 // Waits (with a generous deadline) until `done` holds for the fake's state.
 template <typename Condition>
-bool wait_until(FakeOutput::State& state, Condition done) {
+bool runner_wait_until(FakeOutput::State& state, Condition done) {
   std::unique_lock lock(state.mutex);
   return state.changed.wait_for(lock, std::chrono::seconds(20), [&] { return done(); });
 }
@@ -360,7 +360,7 @@ TEST(OutputRunner, DeliversInOrderAndRetriesAfterFailures) {
   state->failures_left = 3;
   OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings());
   for (int batch = 0; batch < 10; ++batch) runner.submit(0, shared(numbered(batch * 7, 7)));
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 70; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 70; }));
   runner.stop();
   EXPECT_EQ(state->delivered, sequence(0, 70));
   for (auto size : state->write_sizes) EXPECT_LE(size, 10u);  // batch_samples()
@@ -377,7 +377,7 @@ TEST(OutputRunner, ResendsOnlyWhatTheOutputDidNotDeliver) {
   state->refuse_odd_once = true;
   OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings());
   runner.submit(0, shared(numbered(0, 10)));
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 10; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 10; }));
   runner.stop();
   std::multiset<std::int64_t> once(state->delivered.begin(), state->delivered.end());
   for (int i = 0; i < 10; ++i) EXPECT_EQ(once.count(i), 1u) << i;
@@ -400,9 +400,9 @@ TEST(OutputRunner, ReadsBackFromTheJournalWhenMemoryIsFullAndKeepsTheOrder) {
     std::lock_guard lock(state->mutex);
     state->down = false;
   }
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 100; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 100; }));
   for (int batch = 20; batch < 22; ++batch) feed(journal, runner, numbered(batch * 5, 5));
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 110; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 110; }));
   runner.stop();
   EXPECT_EQ(state->delivered, sequence(0, 110));
   EXPECT_EQ(runner.stats().queued_points, 0u);
@@ -431,8 +431,8 @@ TEST(OutputRunner, WhatWasNotDeliveredAtStopIsSentFirstAtTheNextStart) {
     settings.journal = &journal;
     OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
     feed(journal, runner, numbered(0, 5));
-    ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 5; }));
-    ASSERT_TRUE(wait_until(*state, [&] { return runner.delivered() == 1; }));  // saved after a flush
+    ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 5; }));
+    ASSERT_TRUE(runner_wait_until(*state, [&] { return runner.delivered() == 1; }));  // saved after a flush
     state->down = true;
     for (int batch = 1; batch < 4; ++batch) feed(journal, runner, numbered(batch * 5, 5));
     runner.stop();
@@ -445,7 +445,7 @@ TEST(OutputRunner, WhatWasNotDeliveredAtStopIsSentFirstAtTheNextStart) {
   settings.journal = &journal;
   OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
   feed(journal, runner, numbered(20, 5));
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 25; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 25; }));
   runner.stop();
   EXPECT_EQ(state->delivered, sequence(0, 25));
   journal.trim(runner.delivered());
@@ -465,9 +465,9 @@ TEST(OutputRunner, AfterACrashResumesAfterTheLastSavedPosition) {
   auto settings = fast_settings();
   settings.journal = &journal;
   OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 10; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 10; }));
   feed(journal, runner, numbered(15, 3));  // received after the start
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 13; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 13; }));
   runner.stop();
   EXPECT_EQ(state->delivered, sequence(5, 13));
   EXPECT_EQ(runner.delivered(), 4u);
@@ -496,7 +496,7 @@ TEST(OutputRunner, AfterACrashSkipsWhatTheOutputSaysItHolds) {
     settings.journal = &journal;
     OutputRunner runner(std::make_unique<FakeOutput>(state), settings);
     const std::size_t expected = stored == 3 ? 5 : 15;  // record 4; records 2..4
-    ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= expected; }));
+    ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= expected; }));
     runner.stop();
     EXPECT_EQ(state->delivered, sequence(20 - static_cast<int>(expected), static_cast<int>(expected)));
     EXPECT_EQ(runner.delivered(), 4u);
@@ -510,7 +510,7 @@ TEST(OutputRunner, WithoutAJournalNothingIsReplayed) {
   auto state = std::make_shared<FakeOutput::State>();
   OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings());
   runner.submit(1, shared(numbered(0, 3)));
-  ASSERT_TRUE(wait_until(*state, [&] { return state->delivered.size() >= 3; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->delivered.size() >= 3; }));
   runner.stop();
   EXPECT_EQ(state->replayed_at, 0);
 }
@@ -519,7 +519,7 @@ TEST(OutputRunner, ReopenReachesTheOutput) {
   auto state = std::make_shared<FakeOutput::State>();
   OutputRunner runner(std::make_unique<FakeOutput>(state), fast_settings());
   runner.request_reopen();
-  ASSERT_TRUE(wait_until(*state, [&] { return state->reopens == 1; }));
+  ASSERT_TRUE(runner_wait_until(*state, [&] { return state->reopens == 1; }));
 }
 
 }  // namespace

@@ -9,12 +9,12 @@
 #include "render.h"
 #include "report_test_support.h"
 
-using namespace fructosa::report;
-
+namespace fructosa::report {
 namespace {
 
-constexpr std::int64_t kT0 = 1'795'600'000'000'000'000;  // 2026-11-25T09:46:40Z
-constexpr double kGiB = 1 << 30;
+using test::expect_80_columns;
+using test::kGiB;
+using test::kT0;
 
 // `seconds` of samples every `step` s: cpu.usage growing at `cores` CPU-s/s, `memory` bytes
 // charged, on a node of `cpus` allocated CPUs with a `limit` memory limit (0: none).
@@ -123,18 +123,6 @@ TEST(ReportRender, JsonSaysNullForWhatWasNotCollectedNeverZero) {
             std::string::npos)
       << text;
   EXPECT_EQ(text.find("0 of"), std::string::npos) << text;
-}
-
-void expect_80_columns(const std::string& text) {
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    std::string line = text.substr(start, end - start);
-    std::size_t columns = 0;  // UTF-8 characters
-    for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
-    EXPECT_LE(columns, 80u) << line;
-    start = end == std::string::npos ? text.size() : end + 1;
-  }
 }
 
 TEST(ReportRender, TextFitsIn80Columns) {
@@ -320,3 +308,5 @@ TEST(ReportFigures, SummariesGiveTheFiguresOfTheSeries) {
 }
 
 }  // namespace
+
+}  // namespace fructosa::report

@@ -42,18 +42,6 @@ std::string unwrapped(const std::string& text) {
   return out;
 }
 
-void expect_80_columns(const std::string& text) {
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    std::string line = text.substr(start, end - start);
-    std::size_t columns = 0;
-    for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
-    EXPECT_LE(columns, 80u) << line;
-    start = end == std::string::npos ? text.size() : end + 1;
-  }
-}
-
 TEST(ReportWindows, CounterGrowthCountsTheShareOfEachIntervalInside) {
   Series counter{{at(0), at(10), at(20), at(30)}, {0, 100, 50, 150}};  // 100 -> 50: a restart
   EXPECT_DOUBLE_EQ(*window_growth(counter, at(5), at(25)), 100 * 0.5 + 50 + 100 * 0.5);

@@ -140,7 +140,7 @@ TEST(ReportGraphiteSource, FindAnswer) {
   EXPECT_TRUE(parse_graphite_find(R"({"metrics": []})", "find").empty());
 }
 
-void expect_source_error(const std::function<void()>& call, const std::string& part) {
+void expect_graphite_error(const std::function<void()>& call, const std::string& part) {
   try {
     call();
     ADD_FAILURE() << "no SourceError; expected one saying " << part;
@@ -151,14 +151,14 @@ void expect_source_error(const std::function<void()>& call, const std::string& p
 
 TEST(ReportGraphiteSource, AnswersThatAreNotGraphitesNameTheUrl) {
   const std::string where = "http://graphite:8080/render";
-  expect_source_error([&] { parse_graphite_render("<html>Bad gateway</html>", where); },
+  expect_graphite_error([&] { parse_graphite_render("<html>Bad gateway</html>", where); },
                       where + ": not JSON (is this graphite-web's render API?): \"<html>Bad gateway</html>\"");
-  expect_source_error([&] { parse_graphite_render(R"({"error": "x"})", where); }, where + ": not a /render JSON answer");
-  expect_source_error([&] { parse_graphite_render(R"([{"target": "a.b"}])", where); }, "without target or datapoints");
-  expect_source_error([&] { parse_graphite_render(R"([{"target": "a.b", "datapoints": [[1]]}])", where); },
+  expect_graphite_error([&] { parse_graphite_render(R"({"error": "x"})", where); }, where + ": not a /render JSON answer");
+  expect_graphite_error([&] { parse_graphite_render(R"([{"target": "a.b"}])", where); }, "without target or datapoints");
+  expect_graphite_error([&] { parse_graphite_render(R"([{"target": "a.b", "datapoints": [[1]]}])", where); },
                       "not [value, timestamp] in a.b");
-  expect_source_error([&] { parse_graphite_find("", "http://g/metrics/find"); }, "http://g/metrics/find: not JSON");
-  expect_source_error([&] { parse_graphite_find("[]", "http://g/metrics/find"); }, "not a /metrics/find answer");
+  expect_graphite_error([&] { parse_graphite_find("", "http://g/metrics/find"); }, "http://g/metrics/find: not JSON");
+  expect_graphite_error([&] { parse_graphite_find("[]", "http://g/metrics/find"); }, "not a /metrics/find answer");
 }
 
 GraphiteSettings at(std::string url) {
@@ -168,8 +168,8 @@ GraphiteSettings at(std::string url) {
 }
 
 TEST(ReportGraphiteSource, AGraphiteThatDoesNotAnswerIsNamedWithoutCredentials) {
-  expect_source_error([] { GraphiteSource(at("ftp://graphite/")); }, "ftp://graphite/: not a Graphite URL");
-  expect_source_error([] { GraphiteSource(at("graphite:8080")); }, "not a Graphite URL");
+  expect_graphite_error([] { GraphiteSource(at("ftp://graphite/")); }, "ftp://graphite/: not a Graphite URL");
+  expect_graphite_error([] { GraphiteSource(at("graphite:8080")); }, "not a Graphite URL");
   // A loopback port nothing listens on: bound, then closed.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_GE(fd, 0);
@@ -183,8 +183,8 @@ TEST(ReportGraphiteSource, AGraphiteThatDoesNotAnswerIsNamedWithoutCredentials) 
   const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
   GraphiteSource source(at("http://reader:secret@127.0.0.1:" + std::to_string(ntohs(address.sin_port)) + "/"));
   EXPECT_EQ(source.describe(), "Graphite at " + url);
-  expect_source_error([&] { source.job(77); }, url + "/metrics/find: ");
-  expect_source_error([&] { source.jobs(); }, url + "/metrics/find: ");
+  expect_graphite_error([&] { source.job(77); }, url + "/metrics/find: ");
+  expect_graphite_error([&] { source.jobs(); }, url + "/metrics/find: ");
   try {
     source.jobs();
   } catch (const SourceError& error) {

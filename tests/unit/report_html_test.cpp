@@ -7,17 +7,18 @@
 
 #include "analysis.h"
 #include "render.h"
+#include "report_test_support.h"
 
 using namespace fructosa::report;
 
 namespace {
 
-constexpr std::int64_t kT0 = 1'795'600'000'000'000'000;  // 2026-11-25T09:46:40Z
-constexpr double kGiB = 1 << 30;
+using fructosa::report::test::kGiB;
+using fructosa::report::test::kT0;
 
 // `samples` samples 10 s apart: cpu.usage growing by 2 CPU-s/s, 4 CPUs, memory rising to 1 GiB
 // of a 2 GiB limit; `memory` false leaves memory out.
-HostData host(const std::string& name, int samples, bool memory = true) {
+HostData html_host(const std::string& name, int samples, bool memory = true) {
   HostData data;
   data.host = name;
   for (int i = 0; i < samples; ++i) {
@@ -62,7 +63,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 }
 
 TEST(ReportHtml, IsOneSelfContainedDocumentWithAPlotPerNodeAndMetric) {
-  std::string html = render_html({report({host("node01", 30), host("node02", 30)})});
+  std::string html = render_html({report({html_host("node01", 30), html_host("node02", 30)})});
   EXPECT_TRUE(html.starts_with("<!DOCTYPE html>\n")) << html.substr(0, 100);
   EXPECT_TRUE(html.ends_with("</html>\n"));
   EXPECT_EQ(count(html, "<html"), 1u);
@@ -92,7 +93,7 @@ TEST(ReportHtml, IsOneSelfContainedDocumentWithAPlotPerNodeAndMetric) {
 }
 
 TEST(ReportHtml, AxesHaveUtcClockTicksAndRoundValues) {
-  std::string html = render_html({report({host("node01", 30)})});
+  std::string html = render_html({report({html_host("node01", 30)})});
   // 290 s of samples from 09:46:40: a tick a minute.
   for (const char* tick : {">09:47:00<", ">09:48:00<", ">09:51:00<"}) EXPECT_NE(html.find(tick), std::string::npos) << tick;
   // Cores 0..4 allocated; memory in round GiB.
@@ -101,7 +102,7 @@ TEST(ReportHtml, AxesHaveUtcClockTicksAndRoundValues) {
 }
 
 TEST(ReportHtml, PathBreaksAtMissingSamples) {
-  auto job = report({host("node01", 10)});
+  auto job = report({html_host("node01", 10)});
   Series& memory = job.first.nodes[0].memory_over_time;
   memory.values[4] = NAN;
   auto series = all(render_html({job}), "<path class=\"series\" d=\"([^\"]*)\"");
@@ -111,7 +112,7 @@ TEST(ReportHtml, PathBreaksAtMissingSamples) {
 }
 
 TEST(ReportHtml, EscapesHostNamesUserAndNotes) {
-  auto job = report({host("<b>&\"", 30)});
+  auto job = report({html_host("<b>&\"", 30)});
   job.first.user = "<i>o'brien";
   job.second.notes.push_back({"x<y", "a <script>alert(1)</script> & more"});
   std::string html = render_html({job});
@@ -126,7 +127,7 @@ TEST(ReportHtml, EscapesHostNamesUserAndNotes) {
 }
 
 TEST(ReportHtml, MissingFiguresAreNotCollectedNeverZero) {
-  std::string html = render_html({report({host("node01", 30, false)})});
+  std::string html = render_html({report({html_host("node01", 30, false)})});
   EXPECT_NE(html.find("<td class=\"missing\">not collected (enable [sensor:JobCgroup] and a memory cgroup)</td>"),
             std::string::npos);
   EXPECT_NE(html.find("<td class=\"missing\">not collected (enable [sensor:JobProc])</td>"), std::string::npos);
@@ -136,7 +137,7 @@ TEST(ReportHtml, MissingFiguresAreNotCollectedNeverZero) {
 }
 
 TEST(ReportHtml, SeveralJobsMakeOneDocumentWithASectionEach) {
-  std::string html = render_html({report({host("node01", 30)}, 1), report({host("node02", 30)}, 2)});
+  std::string html = render_html({report({html_host("node01", 30)}, 1), report({html_host("node02", 30)}, 2)});
   EXPECT_EQ(count(html, "<!DOCTYPE html>"), 1u);
   EXPECT_EQ(count(html, "<section class=\"job\""), 2u);
   EXPECT_NE(html.find("<title>fructosa-report: jobs 1, 2</title>"), std::string::npos);

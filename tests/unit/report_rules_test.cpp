@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "analysis.h"
+#include "report_test_support.h"
 #include "master_config.h"
 #include "rules.h"
 #include "test_support.h"
@@ -15,7 +16,7 @@ using namespace fructosa::report;
 
 namespace {
 
-constexpr double kGiB = 1 << 30;
+using fructosa::report::test::kGiB;
 
 // A job that no rule has anything to say about: 600 s on 4 of 4 CPUs, 1 GiB of a 2 GiB limit.
 JobFigures healthy() {
@@ -227,7 +228,7 @@ Rules parse(const std::string& text, bool required = true) {
   return rules_from(IniFile::parse(text, "rules.conf"), required);
 }
 
-std::string error_of(const std::string& text, bool required = true) {
+std::string rules_error_of(const std::string& text, bool required = true) {
   try {
     parse(text, required);
   } catch (const ConfigError& error) {
@@ -251,22 +252,22 @@ TEST(ReportRulesConfig, ASectionSetsTheThresholdsItNames) {
 }
 
 TEST(ReportRulesConfig, ErrorsNameTheFileTheLineAndTheKey) {
-  EXPECT_EQ(error_of("[report]\nio_bound = 0.3\nidle_efficency = 0.1\n").rfind(
+  EXPECT_EQ(rules_error_of("[report]\nio_bound = 0.3\nidle_efficency = 0.1\n").rfind(
                 "rules.conf:3: [report] idle_efficency: unknown key, did you mean 'idle_efficiency'? (known keys: "
                 "idle_efficiency, ",
                 0),
             0u)
-      << error_of("[report]\nio_bound = 0.3\nidle_efficency = 0.1\n");
-  EXPECT_EQ(error_of("[report]\n\nio_bound = lots\n"), "rules.conf:3: [report] io_bound: bad value 'lots': expected a number");
-  EXPECT_EQ(error_of("[report]\nio_bound = 1.5\n"), "rules.conf:2: [report] io_bound: bad value '1.5': must be between 0 and 1");
-  EXPECT_EQ(error_of("[report]\nmemory_headroom = 0.8\n"),
+      << rules_error_of("[report]\nio_bound = 0.3\nidle_efficency = 0.1\n");
+  EXPECT_EQ(rules_error_of("[report]\n\nio_bound = lots\n"), "rules.conf:3: [report] io_bound: bad value 'lots': expected a number");
+  EXPECT_EQ(rules_error_of("[report]\nio_bound = 1.5\n"), "rules.conf:2: [report] io_bound: bad value '1.5': must be between 0 and 1");
+  EXPECT_EQ(rules_error_of("[report]\nmemory_headroom = 0.8\n"),
             "rules.conf:2: [report] memory_headroom: bad value '0.8': must be between 1 and 100");
-  EXPECT_EQ(error_of("[report]\nidle_efficiency = 0.6\n"),
+  EXPECT_EQ(rules_error_of("[report]\nidle_efficiency = 0.6\n"),
             "rules.conf:1: [report]: idle_efficiency (0.6) must not be above underused_efficiency (0.5)");
-  EXPECT_EQ(error_of("[reprot]\nio_bound = 0.3\n"), "rules.conf: no [report] section (is [reprot] meant?)");
-  EXPECT_EQ(error_of("[hdf5]\npath = x.h5\n"), "rules.conf: no [report] section");
-  EXPECT_EQ(error_of("[hdf5]\npath = x.h5\n", false), "no error");
-  EXPECT_EQ(error_of("[report]\n[report]\n"), "rules.conf:2: duplicate section [report]");
+  EXPECT_EQ(rules_error_of("[reprot]\nio_bound = 0.3\n"), "rules.conf: no [report] section (is [reprot] meant?)");
+  EXPECT_EQ(rules_error_of("[hdf5]\npath = x.h5\n"), "rules.conf: no [report] section");
+  EXPECT_EQ(rules_error_of("[hdf5]\npath = x.h5\n", false), "no error");
+  EXPECT_EQ(rules_error_of("[report]\n[report]\n"), "rules.conf:2: duplicate section [report]");
   fructosa::test::TempDir dir;
   try {
     load_rules(dir.file("none.conf"), true);

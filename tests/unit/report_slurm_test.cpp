@@ -3,13 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "analysis.h"
+#include "report_test_support.h"
 #include "slurm_request.h"
 
 using namespace fructosa::report;
 
 namespace {
 
-constexpr double kGiB = 1 << 30;
+using fructosa::report::test::kGiB;
 
 TEST(ReportSlurm, DurationsInSlurmsFormats) {
   EXPECT_EQ(parse_slurm_duration("2-00:00:00"), 2 * 86400.0);

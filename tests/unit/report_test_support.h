@@ -8,12 +8,27 @@
 #include <map>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "job_data.h"
 
 namespace fructosa::report::test {
 
 constexpr std::int64_t kT0 = 1'795'600'000'000'000'000;  // 2026-11-25T09:46:40Z
 constexpr double kGiB = 1 << 30;
+
+// Every line of `text` fits 80 columns (UTF-8 characters counted, not bytes).
+inline void expect_80_columns(const std::string& text) {
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    std::size_t columns = 0;
+    for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
+    EXPECT_LE(columns, 80u) << line;
+    start = end == std::string::npos ? text.size() : end + 1;
+  }
+}
 
 inline std::int64_t at(double seconds) { return kT0 + std::llround(seconds * 1e9); }
 

@@ -21,10 +21,11 @@ namespace {
 
 using test::at;
 using test::kT0;
+using test::expect_80_columns;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-Series series(std::vector<double> values, double first_s = 0) {
+Series user_series(std::vector<double> values, double first_s = 0) {
   Series out;
   for (std::size_t i = 0; i < values.size(); ++i) out.time_ns.push_back(at(first_s + 10.0 * i));
   out.values = std::move(values);
@@ -35,12 +36,12 @@ Series series(std::vector<double> values, double first_s = 0) {
 // increments); node02 only `images`, ending 10 s later.
 JobData pushed_job() {
   HostData node01 = test::job_host("node01", 2, 4);
-  node01.metrics["User.loss"] = series({0.9, 0.5, kNaN, 0.25});
-  node01.metrics["User.images"] = series({kNaN, 64, 64, 32});
-  node01.metrics["Users.count"] = series({3, 3, 3, 3});  // another sensor
+  node01.metrics["User.loss"] = user_series({0.9, 0.5, kNaN, 0.25});
+  node01.metrics["User.images"] = user_series({kNaN, 64, 64, 32});
+  node01.metrics["Users.count"] = user_series({3, 3, 3, 3});  // another sensor
   node01.sensors.push_back("User");
   HostData node02 = test::job_host("node02", 2, 4);
-  node02.metrics["User.images"] = series({64, 64, 64, 16}, 10);
+  node02.metrics["User.images"] = user_series({64, 64, 64, 16}, 10);
   node02.sensors.push_back("User");
   return JobData{4242, {node01, node02}};
 }
@@ -104,8 +105,8 @@ TEST(ReportUserMetrics, SummariesGiveTheSameButTheMin) {
 
 TEST(ReportUserMetrics, MinIsKnownOnlyWhenEveryNodesIs) {
   std::vector<UserMetric> all;
-  merge_user_metrics(all, user_metrics_of(std::map<std::string, Series>{{"User.a", series({5, 3})}}));
-  MetricSummary summary = summarize(series({1, 2}));
+  merge_user_metrics(all, user_metrics_of(std::map<std::string, Series>{{"User.a", user_series({5, 3})}}));
+  MetricSummary summary = summarize(user_series({1, 2}));
   merge_user_metrics(all, user_metrics_of(std::map<std::string, MetricSummary>{{"User.a", summary},
                                                                                {"User.b", summary}}));
   ASSERT_EQ(names(all), (std::vector<std::string>{"a", "b"}));
@@ -113,7 +114,7 @@ TEST(ReportUserMetrics, MinIsKnownOnlyWhenEveryNodesIs) {
   EXPECT_EQ(all[0].summary.count, 4u);
   EXPECT_FALSE(all[1].min);
   // Names that are only NaN, or no name at all, are no metric.
-  EXPECT_TRUE(user_metrics_of(std::map<std::string, Series>{{"User.gone", series({kNaN})}, {"User.", series({1})}}).empty());
+  EXPECT_TRUE(user_metrics_of(std::map<std::string, Series>{{"User.gone", user_series({kNaN})}, {"User.", user_series({1})}}).empty());
 }
 
 TEST(ReportUserMetrics, ValuesKeepTheirSignificantDigits) {
@@ -125,18 +126,6 @@ TEST(ReportUserMetrics, ValuesKeepTheirSignificantDigits) {
   EXPECT_EQ(user_value(301.2295), "301");
   EXPECT_EQ(user_value(1234567), "1234567");
   EXPECT_EQ(user_value(1.2345e9), "1.23e+09");
-}
-
-void expect_80_columns(const std::string& text) {
-  std::size_t start = 0;
-  while (start < text.size()) {
-    const std::size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end - start);
-    std::size_t columns = 0;  // UTF-8 characters
-    for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
-    EXPECT_LE(columns, 80u) << line;
-    start = end == std::string::npos ? text.size() : end + 1;
-  }
 }
 
 TEST(ReportUserMetrics, TextJsonAndHtmlShowThemPerNodeAndInAll) {
@@ -173,7 +162,7 @@ TEST(ReportUserMetrics, TextJsonAndHtmlShowThemPerNodeAndInAll) {
   // One node: no node column, no per-node rows. A name too long for 80 columns has a line of its own.
   HostData node02 = pushed_job().hosts[1];
   const std::string long_name(60, 'x');
-  node02.metrics["User." + long_name] = series({1, 2});
+  node02.metrics["User." + long_name] = user_series({1, 2});
   const JobFigures one = analyse(JobData{4242, {node02}});
   const std::string one_text = render_text(one, judge(one));
   expect_80_columns(one_text);

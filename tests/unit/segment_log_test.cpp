@@ -28,7 +28,7 @@ std::vector<fs::path> files(const fs::path& dir, const std::string& suffix) {
   return found;
 }
 
-std::vector<std::uint64_t> ids(const SegmentLog& log) {
+std::vector<std::uint64_t> segment_ids(const SegmentLog& log) {
   std::vector<std::uint64_t> found;
   for (auto place = log.find(0); place; place = log.find(place->id + 1)) {
     EXPECT_EQ(log.read(*place), payload(place->id));
@@ -60,7 +60,7 @@ TEST(SegmentLog, RecordsComeBackAfterAReopenAcrossSegments) {
     EXPECT_EQ(log.records_from(41), 10u);
   }
   SegmentLog log(dir.path(), format(), 1000);
-  auto found = ids(log);
+  auto found = segment_ids(log);
   ASSERT_EQ(found.size(), 30u);
   EXPECT_EQ(found.front(), 2u);
   EXPECT_EQ(found.back(), 60u);
@@ -79,10 +79,10 @@ TEST(SegmentLog, ATornAppendAtTheEndIsCut) {
   auto segment = files(dir.path(), ".log").back();
   fs::resize_file(segment, fs::file_size(segment) - 10);
   SegmentLog log(dir.path(), format(), 1 << 20);
-  EXPECT_EQ(ids(log), (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(segment_ids(log), (std::vector<std::uint64_t>{1, 2, 3, 4}));
   EXPECT_TRUE(files(dir.path(), ".damaged").empty());
   log.append(5, 1, payload(5));
-  EXPECT_EQ(ids(log).back(), 5u);
+  EXPECT_EQ(segment_ids(log).back(), 5u);
 }
 
 // A flipped byte in the middle of the newest segment: the records after it are whole and kept
@@ -100,14 +100,14 @@ TEST(SegmentLog, DamageKeepsTheRecordsAfterItAndTheFileAside) {
   flip_byte(segment, third + 40);
   {
     SegmentLog log(dir.path(), format(), 1 << 20);
-    EXPECT_EQ(ids(log), (std::vector<std::uint64_t>{1, 2, 4, 5}));
+    EXPECT_EQ(segment_ids(log), (std::vector<std::uint64_t>{1, 2, 4, 5}));
     auto aside = files(dir.path(), ".damaged");
     ASSERT_EQ(aside.size(), 1u);
     EXPECT_EQ(fs::file_size(aside[0]), size);
     log.append(6, 1, payload(6));
   }
   SegmentLog log(dir.path(), format(), 1 << 20);
-  EXPECT_EQ(ids(log), (std::vector<std::uint64_t>{1, 2, 4, 5, 6}));
+  EXPECT_EQ(segment_ids(log), (std::vector<std::uint64_t>{1, 2, 4, 5, 6}));
   EXPECT_EQ(files(dir.path(), ".damaged").size(), 1u);
 }
 
@@ -123,7 +123,7 @@ TEST(SegmentLog, DamageAtTheEndOfAnOlderSegmentIsKeptAside) {
   auto first = files(dir.path(), ".log").front();
   fs::resize_file(first, fs::file_size(first) - 3);
   SegmentLog log(dir.path(), format(), 400);
-  auto found = ids(log);
+  auto found = segment_ids(log);
   EXPECT_EQ(found.size(), 8u);
   EXPECT_EQ(found.back(), 9u);
   EXPECT_EQ(files(dir.path(), ".damaged").size(), 1u);
@@ -143,7 +143,7 @@ TEST(SegmentLog, DiscardAfterUndoesAppendsAndTheSegmentsMadeForThem) {
   log.append(4, 1, payload(4));
   log.sync();
   SegmentLog reopened(dir.path(), format(), 400);
-  EXPECT_EQ(ids(reopened), (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(segment_ids(reopened), (std::vector<std::uint64_t>{1, 2, 3, 4}));
 }
 
 TEST(SegmentLog, AnEmptyNewestSegmentNamesTheNextId) {

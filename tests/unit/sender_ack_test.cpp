@@ -15,11 +15,11 @@ namespace {
 
 using test::make_sample;
 
-std::vector<Sample> batch(double value) { return {make_sample("", "Test", 1'000'000'000, 0, {{"k", value}})}; }
+std::vector<Sample> ack_batch(double value) { return {make_sample("", "Test", 1'000'000'000, 0, {{"k", value}})}; }
 
 struct SenderUnderTest : test::ScriptedSender {
   void send(double value) {
-    sender->queue(batch(value));
+    sender->queue(ack_batch(value));
     sender->send_queued();
   }
 };
