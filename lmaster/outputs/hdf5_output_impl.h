@@ -201,37 +201,36 @@ struct Table {
   // the same order, so one comparison finds the column instead of a lookup in column_index
   // (profiled: the lookups were a sixth of the HDF5 thread at 4 million points/s).
   std::size_t column_of(std::size_t i, const std::string& key) {
-    if (i < key_order.size() && columns[key_order[i]].key() == key) return key_order[i];
-    std::size_t number = column_number(key);
-    if (i < key_order.size())
-      key_order[i] = number;
-    else
-      key_order.push_back(number);
-    return number;
+    return guess(key_order, i, key, columns, [this](const std::string& name) { return column_number(name); });
   }
   std::vector<std::size_t> key_order;
   // The label of the i-th label of a row, guessed as column_of guesses.
   LabelColumn& label_of(std::size_t i, const std::string& key) {
-    if (i < label_order.size() && labels[label_order[i]].key() == key) return labels[label_order[i]];
-    LabelColumn& found = label(key);
-    std::size_t number = static_cast<std::size_t>(&found - labels.data());
-    if (i < label_order.size())
-      label_order[i] = number;
-    else
-      label_order.push_back(number);
-    return found;
+    return labels[guess(label_order, i, key, labels, [this](const std::string& name) { return label_number(name); })];
   }
   std::vector<std::size_t> label_order;
+  // order[i] when that entry of `entries` has `key`, else what `find` says (remembered in order[i]).
+  template <typename Entries, typename Find>
+  static std::size_t guess(std::vector<std::size_t>& order, std::size_t i, const std::string& key,
+                           const Entries& entries, const Find& find) {
+    if (i < order.size() && entries[order[i]].key() == key) return order[i];
+    std::size_t number = find(key);
+    if (i < order.size())
+      order[i] = number;
+    else
+      order.push_back(number);
+    return number;
+  }
   // The table the row after one of this table's went to last time: an agent's batch names its
   // sensors in the same order round after round (Impl::table_for).
   Table* followed_by = nullptr;
-  LabelColumn& label(const std::string& key) {
+  std::size_t label_number(const std::string& key) {
     auto found = label_index.find(key);
-    if (found != label_index.end()) return labels[found->second];
+    if (found != label_index.end()) return found->second;
     LabelColumn& added = labels.emplace_back();
     added.name = &label_names->of(key);
     label_index.emplace(added.key(), labels.size() - 1);
-    return added;
+    return labels.size() - 1;
   }
   std::string where() const {
     return per_sensor ? "/" + sensor_link : "/" + host_link + "/" + sensor_link;
