@@ -70,7 +70,11 @@ TEST(MemoryGuard, GivesFreedHeapMemoryBackEveryTenSeconds) {
     for (std::size_t i = 0; i < kBlocks; ++i) {
       freed.push_back(std::malloc(kBlock));
       std::memset(freed.back(), 1, kBlock);
-      kept.push_back(std::malloc(64));  // keeps each freed block from joining the top of the heap
+      // Keeps each freed block from joining the top of the heap (which free() gives back at
+      // once). As large as a block, so that it is carved after it: a small one came from the
+      // free lists that earlier tests left (then the blocks joined the top, and nothing was
+      // left for the trim to give back). Never written: a page of it resident at most.
+      kept.push_back(std::malloc(kBlock));
     }
     for (void* block : freed) std::free(block);
     return kept;
