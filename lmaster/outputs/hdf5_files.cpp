@@ -222,9 +222,10 @@ void Hdf5Output::Impl::refresh_attributes(bool closing) {
   for (auto& [host_name, sensors] : tables)
     for (auto& [sensor, table] : sensors) {
       if (!table.in_file) continue;
+      const std::string& sensor_name = table.sensor;  // clang 14 captures no structured binding
       const bool late_description =
           std::any_of(table.columns.begin(), table.columns.end(), [&](const Column& column) {
-            return column.in_file && !column.described && infos.find(table.sensor, column.key());
+            return column.in_file && !column.described && infos.find(sensor_name, column.key());
           });
       if (!late_description && table.jobs.size() == table.jobs_in_attribute) continue;
       open_table(table);
