@@ -27,6 +27,7 @@
 #include "carbon_encoder.h"
 #include "codec.h"
 #include "journal.h"
+#include "sample_recycler.h"
 #include "sample_source.h"
 
 using namespace fructosa;
@@ -56,13 +57,13 @@ struct Connection {
     agent.encode_batch(static_cast<std::uint64_t>(round_index + 1), round, in_flight);
   }
   // lmaster's side: what was sent, decoded and resolved into `taken`.
-  void receive(std::vector<Sample>& taken) {
+  void receive(std::vector<Sample>& taken, master::SampleRecycler& recycler) {
     for (const Bytes& bytes : in_flight) {
       Message message = decode(bytes.data(), bytes.size());
       if (message.type == MessageType::dictionary)
         master.apply(message.dictionary);
       else
-        master.resolve_batch(message, host, taken);
+        master.resolve_batch(message, host, taken, &recycler.reusable());
     }
   }
 };
@@ -77,7 +78,8 @@ struct Totals {
 // Rounds 1.. of every connection, each stage timed apart. Not inlined, so that callgrind can
 // count these rounds alone: --toggle-collect='*timed_rounds*'.
 [[gnu::noinline]] Totals timed_rounds(std::vector<Connection>& connections,
-                                      const std::vector<std::vector<Sample>>& recorded, Stopwatch& clock) {
+                                      const std::vector<std::vector<Sample>>& recorded,
+                                      master::SampleRecycler& recycler, Stopwatch& clock) {
   Totals totals;
   graphite::CarbonEncoder carbon(graphite::CarbonProtocol::pickle, "", 500);
   std::vector<graphite::CarbonFrame> frames;
@@ -88,10 +90,11 @@ struct Totals {
     clock.encode += seconds_since(started);
     for (const auto& connection : connections)
       for (const auto& bytes : connection.in_flight) totals.wire_bytes += bytes.size();
-    // lmaster takes a round of every agent, then writes its journal record and its frames.
-    std::vector<Sample> taken;
+    // lmaster takes a round of every agent, then writes its journal record and its frames; the
+    // round's samples come back to be filled again once they are done with (SampleRecycler).
+    std::vector<Sample> taken = recycler.next_round();
     started = Clock::now();
-    for (auto& connection : connections) connection.receive(taken);
+    for (auto& connection : connections) connection.receive(taken, recycler);
     clock.receive += seconds_since(started);
     started = Clock::now();
     totals.journal_bytes += master::encode_samples(taken).size();
@@ -100,6 +103,7 @@ struct Totals {
     std::size_t used = carbon.encode(taken, frames);
     clock.carbon += seconds_since(started);
     for (std::size_t f = 0; f < used; ++f) totals.carbon_bytes += frames[f].bytes.size();
+    recycler.share(std::move(taken));  // let go at once, as the outputs would
   }
   return totals;
 }
@@ -135,11 +139,13 @@ int main(int argc, char** argv) {
     for (int h = 0; h < hosts; ++h) connections[h].host = "cn" + std::to_string(1000 + h);
     // Round 0 untimed: each connection's dictionary and compact-encoding memory start there,
     // once in an agent's life.
+    master::SampleRecycler recycler;
     std::vector<Sample> taken;
     for (auto& connection : connections) connection.send(0, recorded[0]);
-    for (auto& connection : connections) connection.receive(taken);
+    for (auto& connection : connections) connection.receive(taken, recycler);
+    recycler.share(std::move(taken));
     Stopwatch clock;
-    totals = timed_rounds(connections, recorded, clock);
+    totals = timed_rounds(connections, recorded, recycler, clock);
     best_encode = std::min(best_encode, clock.encode);
     best_receive = std::min(best_receive, clock.receive);
     best_journal = std::min(best_journal, clock.journal);

@@ -418,16 +418,17 @@ Sample MasterDictionary::resolve(const WireSample& wire, const std::string& host
   return sample;
 }
 
-void MasterDictionary::resolve_batch(Message& batch, const std::string& host, std::vector<Sample>& out) {
+void MasterDictionary::resolve_batch(Message& batch, const std::string& host, std::vector<Sample>& out,
+                                     ReusableSamples* reusable) {
   if (batch.type != MessageType::batch) return;
   if (batch.compact.empty()) {  // version 1
     for (const auto& wire : batch.samples) resolve_into(wire, host, out.emplace_back());
     return;
   }
-  decode_compact_batch(batch.compact, memory_, [&](WireSample& wire) {
-    Sample& sample = out.emplace_back();
+  decode_compact_batch(batch.compact, memory_, [&](const WireSample& wire, const std::vector<Label>& labels) {
+    Sample& sample = reusable && !reusable->empty() ? out.emplace_back(reusable->take()) : out.emplace_back();
     resolve_names(wire, host, sample);
-    sample.labels = std::move(wire.labels);  // the decoder sets them afresh for the next sample
+    sample.labels = labels;  // a reused sample's label strings keep their memory
   });
   batch.compact.clear();
 }
@@ -446,20 +447,15 @@ void MasterDictionary::resolve_names(const WireSample& wire, const std::string& 
   sample.sensor = sensors_[wire.sensor].name;
   sample.time_ns = wire.time_ns;
   sample.job = wire.job;
-  sample.metrics.reserve(wire.series.size());
+  // Assigned in place: a reused sample's keys are copied into the memory they already have.
+  sample.metrics.resize(wire.series.size());
   for (std::size_t i = 0; i < wire.series.size(); ++i) {
     auto index = wire.series[i];
     if (index >= series_.size() || series_[index].sensor != wire.sensor)
       throw ProtocolError(fmt::format("sample of {} names unknown series #{}", sample.sensor, index));
-    // Made in place, the key copied once (a braced temporary copied it, then its short-string
-    // buffer again on the move). Clang 14 (the fuzz build) lacks parenthesised aggregate init.
-#if defined(__cpp_aggregate_paren_init)
-    sample.metrics.emplace_back(series_[index].key, wire.values[i]);
-#else
-    MetricValue& metric = sample.metrics.emplace_back();
+    MetricValue& metric = sample.metrics[i];
     metric.key = series_[index].key;
     metric.value = wire.values[i];
-#endif
   }
 }
 

@@ -64,6 +64,17 @@ struct WireSample {
   std::vector<Label> labels;
 };
 
+// Samples that were resolved before and are done with, to be filled again in their order: their
+// strings and vectors keep their memory, so that filling them copies names without allocating
+// (lmaster's SampleRecycler gives its outputs' rounds back this way).
+struct ReusableSamples {
+  std::vector<Sample> samples;
+  std::size_t next = 0;  // samples before it were taken (moved from)
+
+  bool empty() const { return next == samples.size(); }
+  Sample take() { return std::move(samples[next++]); }
+};
+
 // One decoded message; only the members of its type are filled.
 struct Message {
   MessageType type = MessageType::heartbeat;
@@ -188,7 +199,9 @@ class MasterDictionary {
   // unpack and resolve in one pass, as lmaster takes a new batch: its samples of `host` are
   // appended to `out` (a version-2 batch's decoded one at a time into a reused WireSample).
   // Throws ProtocolError as they do; the samples it appended before then are the caller's to drop.
-  void resolve_batch(Message& batch, const std::string& host, std::vector<Sample>& out);
+  // With `reusable`, the samples appended are its own, filled again (see ReusableSamples).
+  void resolve_batch(Message& batch, const std::string& host, std::vector<Sample>& out,
+                     ReusableSamples* reusable = nullptr);
 
   // What a connection keeps of a series: what resolving its samples needs. Units and
   // descriptions are the same for every agent: the master keeps them once (MetricInfoStore).

@@ -186,12 +186,12 @@ class Reader {
     at_ += bytes;
     return start;
   }
-  std::string text(const char* what) {
+  std::string_view text(const char* what) {
     auto size = varint();
     if (size > left()) throw ended();
     auto* start = take(static_cast<std::size_t>(size));
     if (std::memchr(start, '\0', size)) throw ProtocolError(fmt::format("compact batch: {} contains a NUL byte", what));
-    return std::string(reinterpret_cast<const char*>(start), size);
+    return {reinterpret_cast<const char*>(start), static_cast<std::size_t>(size)};
   }
 
  private:
@@ -219,8 +219,10 @@ double decode_value(Reader& in, unsigned tag, double last) {
   }
 }
 
-// Into `out`, whose vectors keep their capacity from the sample before.
-void decode_sample(Reader& in, ConnectionMemory& memory, WireSample& out) {
+// Into `out`, whose vectors keep their capacity from the sample before; its labels are left as
+// they were: the sample's are returned, as the connection's memory keeps them (valid until the
+// next sample of the connection).
+const std::vector<Label>& decode_sample(Reader& in, ConnectionMemory& memory, WireSample& out) {
   out.job = 0;
   std::uint8_t flags = in.byte();
   if (flags & ~(kJob | kSameSeries | kLabels | kSameLabels)) throw ProtocolError("compact batch: unknown sample flags");
@@ -268,23 +270,27 @@ void decode_sample(Reader& in, ConnectionMemory& memory, WireSample& out) {
   }
   if (flags & kSameLabels) {
     if (!last || last->labels.empty()) throw ProtocolError("compact batch: same labels as a sample never sent");
-    out.labels = last->labels;
+  }
+  if (!last) last = &memory.last[{out.sensor, out.job}];
+  if (flags & kSameLabels) {
+    // As they are in the memory.
   } else if (flags & kLabels) {
     auto count = in.count(2, "labels");
     if (count == 0) throw ProtocolError("compact batch: labels flag with no label");
-    out.labels.reserve(count);
-    out.labels.clear();
-    for (std::size_t i = 0; i < count; ++i) {
-      auto key = in.text("label key");
-      out.labels.push_back({std::move(key), in.text("label value")});
+    // Read straight into the memory, in place: its strings keep their memory from the sensor's
+    // sample before (copying labels into and out of the sample cost lmaster more than the rest
+    // of resolving it).
+    last->labels.resize(count);
+    for (auto& label : last->labels) {
+      label.key.assign(in.text("label key"));
+      label.value.assign(in.text("label value"));
     }
   } else {
-    out.labels.clear();
+    last->labels.clear();
   }
-  if (!last) last = &memory.last[{out.sensor, out.job}];
   if (!same_series) last->series = out.series;  // else: they are the same already
   last->values = out.values;
-  if (!(flags & kSameLabels)) last->labels = out.labels;
+  return last->labels;
 }
 
 }  // namespace
@@ -300,21 +306,21 @@ void CompactBatchWriter::add(const Sample& sample, std::uint32_t sensor, const s
 }
 
 void decode_compact_batch(std::string_view bytes, ConnectionMemory& memory,
-                          const std::function<void(WireSample&)>& each) {
+                          const std::function<void(const WireSample&, const std::vector<Label>&)>& each) {
   start_batch(memory);
   Reader in(bytes);
   auto count = in.count(3, "samples");
   WireSample sample;
-  for (std::size_t i = 0; i < count; ++i) {
-    decode_sample(in, memory, sample);
-    each(sample);
-  }
+  for (std::size_t i = 0; i < count; ++i) each(sample, decode_sample(in, memory, sample));
   if (!in.done()) throw ProtocolError("compact batch: trailing bytes after the last sample");
 }
 
 std::vector<WireSample> decode_compact_batch(std::string_view bytes, ConnectionMemory& memory) {
   std::vector<WireSample> samples;
-  decode_compact_batch(bytes, memory, [&](WireSample& sample) { samples.push_back(sample); });
+  decode_compact_batch(bytes, memory, [&](const WireSample& sample, const std::vector<Label>& labels) {
+    samples.push_back(sample);
+    samples.back().labels = labels;
+  });
   return samples;
 }
 

@@ -58,10 +58,11 @@ class CompactBatchWriter {
 // read is checked against the end); the connection must then start over.
 std::vector<WireSample> decode_compact_batch(std::string_view bytes, ConnectionMemory& memory);
 // The same, each sample handed to `each` as it is read, in one WireSample reused from sample to
-// sample (lmaster's receiving path: no vectors allocated per sample). `each` may take the
-// sample's labels (every sample's are set afresh). What `each` throws propagates; the samples
-// before it were handed over, the memory moved on.
+// sample (lmaster's receiving path: no vectors allocated per sample), with its labels as the
+// connection's memory keeps them (the WireSample's own are left empty; both are valid until the
+// next sample). What `each` throws propagates; the samples before it were handed over, the
+// memory moved on.
 void decode_compact_batch(std::string_view bytes, ConnectionMemory& memory,
-                          const std::function<void(WireSample&)>& each);
+                          const std::function<void(const WireSample&, const std::vector<Label>&)>& each);
 
 }  // namespace fructosa

@@ -26,6 +26,7 @@
 #include "master_config.h"
 #include "memory_guard.h"
 #include "router_bind.h"
+#include "sample_recycler.h"
 #include "output_runner.h"
 #include "peer_table.h"
 #include "service_notify.h"
@@ -241,9 +242,8 @@ class Master {
       if (acked_this_round_.insert(ack->identity).second) send(router, ack->identity, encode_ack(ack->sequence));
     pending_acks_.clear();
     if (pending_.empty()) return;
-    auto samples = std::make_shared<const std::vector<Sample>>(std::move(pending_));
-    pending_ = {};
-    pending_.reserve(256);
+    auto samples = recycler_.share(std::move(pending_));
+    pending_ = recycler_.next_round();
     for (auto& runner : runners_) runner->submit(id, samples);
   }
 
@@ -492,7 +492,7 @@ class Master {
     // Resolve everything first: a bad index rejects the whole batch, never half of it.
     std::size_t first = pending_.size();
     try {
-      peer.dictionary.resolve_batch(message, peer.host, pending_);
+      peer.dictionary.resolve_batch(message, peer.host, pending_, &recycler_.reusable());
     } catch (...) {
       pending_.resize(first);
       throw;
@@ -517,6 +517,7 @@ class Master {
   bool description_store_full_logged_ = false;
   std::unique_ptr<Journal> journal_;  // null with journal_max_bytes = 0
   std::vector<std::unique_ptr<OutputRunner>> runners_;
+  SampleRecycler recycler_;      // the outputs' rounds back, to be filled again
   std::vector<Sample> pending_;  // accepted this round, not yet committed
   struct PendingAck {
     std::string identity;

@@ -3,6 +3,7 @@
 // little in a steady stream, and refuse malformed input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -26,11 +27,15 @@ bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; 
 void expect_same(const std::vector<Sample>& sent, const std::vector<Sample>& received);
 
 // One connection: what the agent encodes goes through decode, unpack and resolve, and through
-// resolve_batch (lmaster's one pass) on a second master, which must give the same samples.
+// resolve_batch (lmaster's one pass) on a second master, which must give the same samples; and
+// on a third into reused samples (the batch before's, in reverse order, so that each is filled
+// with a sample of another shape: more or fewer metrics and labels), as lmaster reuses them.
 struct Link {
   AgentDictionary agent = make_agent();
   MasterDictionary master;
   MasterDictionary one_pass;
+  MasterDictionary reusing;
+  std::vector<Sample> reused_before;
   std::size_t batch_bytes = 0;  // batch messages only (dictionaries left out)
 
   std::vector<Sample> send(std::uint64_t sequence, const std::vector<Sample>& samples) {
@@ -43,16 +48,26 @@ struct Link {
       if (message.type == MessageType::dictionary) {
         master.apply(message.dictionary);
         one_pass.apply(message.dictionary);
+        reusing.apply(message.dictionary);
         continue;
       }
       batch_bytes += bytes.size();
       Message copy = message;
+      Message another_copy = message;
       master.unpack(message);
       for (const auto& wire : message.samples) received.push_back(master.resolve(wire, "node"));
+      const std::size_t first = received_in_one_pass.size();
       one_pass.resolve_batch(copy, "node", received_in_one_pass);
+      ReusableSamples reusable{std::move(reused_before)};
+      std::reverse(reusable.samples.begin(), reusable.samples.end());
+      reused_before.clear();
+      reusing.resolve_batch(another_copy, "node", reused_before, &reusable);
+      expect_same({received_in_one_pass.begin() + static_cast<std::ptrdiff_t>(first), received_in_one_pass.end()},
+                  reused_before);
     }
     expect_same(received, received_in_one_pass);
     for (const auto& sample : received_in_one_pass) EXPECT_EQ(sample.host, "node");
+    for (const auto& sample : reused_before) EXPECT_EQ(sample.host, "node");
     return received;
   }
 };
@@ -123,9 +138,11 @@ TEST(CompactBatches, EveryValueComesBackBitForBit) {
         double value = random() % 3 == 0 ? awkward[random() % std::size(awkward)]
                        : random() % 2    ? static_cast<double>(random() % 100000)
                                          : static_cast<double>(random() % 1000) / 10.0;
-        sample.metrics.push_back({"k" + std::to_string(key), value});
+        // S3's keys are longer than a short string's buffer (on the heap, as per-disk keys are).
+        sample.metrics.push_back({(s == 3 ? "a_key_longer_than_sixteen_bytes_" : "k") + std::to_string(key), value});
       }
       if (s == 4 && random() % 3) sample.labels.push_back({"device", random() % 2 ? "/dev/sda" : "/dev/sdb"});
+      if (s == 4 && random() % 2) sample.labels.push_back({"mountpoint", "/a/mount/point/longer/than/sixteen"});
       samples.push_back(std::move(sample));
     }
     time += 1'000'000'000;
