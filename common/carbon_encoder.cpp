@@ -93,10 +93,15 @@ constexpr std::size_t kMaxNumberText = 32;
 
 }  // namespace
 
-char* CarbonEncoder::room(CarbonFrame& frame, std::size_t bytes) {
-  std::string& out = frame.bytes;
-  if (out.size() - used_ < bytes) out.resize(std::max(out.size() * 2, used_ + bytes));
-  return out.data() + used_;
+// Out of line, so that room(), called for every point, is small enough to be inlined.
+[[gnu::noinline]] void CarbonEncoder::grow(CarbonFrame& frame, std::size_t bytes) {
+  frame.bytes.resize(std::max(frame.bytes.size() * 2, used_ + bytes));
+}
+
+inline char* CarbonEncoder::room(CarbonFrame& frame, std::size_t bytes) {
+  if (frame.bytes.size() - used_ < bytes) [[unlikely]]
+    grow(frame, bytes);
+  return frame.bytes.data() + used_;
 }
 
 void CarbonEncoder::begin_frame(CarbonFrame& frame) {
@@ -174,14 +179,21 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
                                   std::vector<CarbonFrame>& frames) {
   std::size_t used = 0;
   CarbonFrame* open = nullptr;
+  const std::string* known_sensor = nullptr;
+  std::vector<std::string>* known = nullptr;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
     sample_path_prefix(sample);  // once per sample; each point only adds its key
+    if (!known_sensor || *known_sensor != sample.sensor) {
+      known = &keys_as_is(sample.sensor);
+      known_sensor = &sample.sensor;
+    }
     // Whole seconds and the fraction apart: an int64 of ns has more digits than a double.
     const std::lldiv_t seconds = std::lldiv(sample.time_ns, 1000000000);
     const double timestamp =
         static_cast<double>(seconds.quot) + static_cast<double>(seconds.rem) / 1e9;
-    for (const auto& metric : sample.metrics) {
+    for (std::size_t m = 0; m < sample.metrics.size(); ++m) {
+      const MetricValue& metric = sample.metrics[m];
       if (std::isnan(metric.value)) continue;  // whisper has no NaN; carbon would drop it anyway
       if (!open) {
         if (frames.size() <= used) frames.emplace_back();
@@ -190,10 +202,15 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
         open->samples_done = i;
       }
       std::string_view key = metric.key;
-      if (!key.empty() && !graphite_dotted_as_is(key)) {
-        key_.clear();
-        append_graphite_dotted(key_, key);
-        key = key_;
+      if (!key.empty() && !(m < known->size() && (*known)[m] == key)) {
+        if (graphite_dotted_as_is(key)) {
+          if (known->size() <= m) known->resize(m + 1);
+          (*known)[m] = key;
+        } else {
+          key_.clear();
+          append_graphite_dotted(key_, key);
+          key = key_;
+        }
       }
       append_point(*open, path_, key, timestamp, metric.value, sample.time_ns);
       if (open->points == batch_size_) {
@@ -205,6 +222,13 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
   }
   if (open) end_frame(*open);
   return used;
+}
+
+std::vector<std::string>& CarbonEncoder::keys_as_is(const std::string& sensor) {
+  auto found = keys_as_is_.find(sensor);
+  if (found != keys_as_is_.end()) return found->second;
+  if (keys_as_is_.size() >= kMaxSensorsKept) keys_as_is_.clear();
+  return keys_as_is_[sensor];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -195,6 +195,36 @@ TEST(CarbonEncoder, EverySampleGetsItsOwnPathWhateverCameBefore) {
             "frame 1\n" + point_line("site.jobs.9.a.S.k", 1700000000, 9));
 }
 
+// The encoder remembers, per sensor and place, keys it found to need no mapping: a key that
+// changes at its place (to one that needs mapping, and back), or moves, is still mapped as it
+// should be, within a call and across calls.
+TEST(CarbonEncoder, KeysThatChangeAtTheirPlaceAreMappedEachTime) {
+  CarbonEncoder encoder(CarbonProtocol::plaintext, "", 500);
+  std::vector<Sample> samples{
+      make_sample("n", "S", kT0, 0, {{"sda.read", 1}, {"sdb.read", 2}}),
+      make_sample("n", "S", kT0, 0, {{"sd a.read", 3}, {"sdb.read", 4}}),
+      make_sample("n", "T", kT0, 0, {{"sda.read", 5}}),
+      make_sample("n", "S", kT0, 0, {{"sdb.read", 6}, {"sda..read", 7}}),
+      make_sample("n", "S", kT0, 0, {{"sda.read", 8}, {"sdb/x.read", 9}}),
+  };
+  std::vector<CarbonFrame> frames;
+  std::string expected;
+  for (const auto& sample : samples)
+    for (const auto& metric : sample.metrics) expected += encoder.path(sample, metric.key) + " ";
+  EXPECT_EQ(expected,
+            "n.S.sda.read n.S.sdb.read n.S.sd_a.read n.S.sdb.read n.T.sda.read n.S.sdb.read n.S.sda._.read "
+            "n.S.sda.read n.S.sdb_x.read ");
+  for (int call = 0; call < 2; ++call) {
+    std::size_t used = encoder.encode(samples, frames);
+    std::string sent;
+    for (std::size_t f = 0; f < used; ++f) sent += frames[f].bytes;
+    std::string paths;
+    for (std::size_t at = 0; at < sent.size(); at = sent.find('\n', at) + 1)
+      paths += sent.substr(at, sent.find(' ', at) - at) + " ";
+    EXPECT_EQ(paths, expected) << "call " << call;
+  }
+}
+
 TEST(CarbonEncoder, NaNValuesAreSkipped) {
   CarbonEncoder encoder(CarbonProtocol::pickle, "", 500);
   std::vector<Sample> samples{make_sample("n", "S", kT0, 0, {{"a", kNaN}, {"b", 2}, {"c", kNaN}}),
