@@ -2,7 +2,7 @@
 // lets go of one, its samples come back here whole, strings and vectors with their memory, and
 // the receiving thread fills them again instead of allocating: a vector per sample and a string
 // per key of more than 15 bytes were allocated there and freed later by an output's thread
-// (0.46 allocations per point; docs/performance.md, "Samples filled again").
+// (0.46 allocations per point; docs/performance.md, "Session 25: samples filled again").
 #pragma once
 
 #include <cstddef>
