@@ -5,7 +5,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::boot_time_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -34,4 +34,4 @@ class BootTimeSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("BootTime", "When the system booted, seconds since the epoch (psutil.boot_time)", kOptions,
                          kCatalog, BootTimeSensor, .row = DashboardRow::global);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::boot_time_file

@@ -22,7 +22,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::cpu_count_file {
 namespace {
 
 const OptionTable kOptions{
@@ -196,4 +196,4 @@ class CpuCountSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("CPUCount", "Number of logical CPUs or physical cores (psutil.cpu_count)", kOptions, kCatalog,
                          CpuCountSensor, .row = DashboardRow::global);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::cpu_count_file

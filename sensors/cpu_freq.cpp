@@ -24,7 +24,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::cpu_freq_file {
 namespace {
 
 const OptionTable kOptions{
@@ -217,4 +217,4 @@ class CpuFreqSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("CPUFreq", "CPU frequencies in MHz: current, min, max, averaged or per CPU (psutil.cpu_freq)",
                          kOptions, kCatalog, CpuFreqSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::cpu_freq_file

@@ -8,7 +8,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::cpu_percent_file {
 namespace {
 
 const OptionTable kOptions{
@@ -50,4 +50,4 @@ FRUCTOSA_REGISTER_SENSOR("CPUPercent",
                          "Busy percentage since the previous reading, per CPU or for the machine (psutil.cpu_percent)",
                          kOptions, kCatalog, CpuPercentSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::cpu_percent_file

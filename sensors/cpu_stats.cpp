@@ -7,7 +7,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::cpu_stats_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -53,4 +53,4 @@ class CpuStatsSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("CPUStats", "Context switches and interrupts since boot (psutil.cpu_stats)", kOptions,
                          kCatalog, CpuStatsSensor, .row = DashboardRow::cpu);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::cpu_stats_file

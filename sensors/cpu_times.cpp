@@ -5,7 +5,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::cpu_times_file {
 namespace {
 
 const OptionTable kOptions{
@@ -66,4 +66,4 @@ class CpuTimesSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("CPUTimes", "CPU time per mode since boot, for the machine or per CPU (psutil.cpu_times)",
                          kOptions, kCatalog, CpuTimesSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::cpu_times_file

@@ -6,7 +6,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::cpu_times_percent_file {
 namespace {
 
 const OptionTable kOptions{
@@ -71,4 +71,4 @@ FRUCTOSA_REGISTER_SENSOR("CPUTimesPercent",
                          "(psutil.cpu_times_percent)",
                          kOptions, kCatalog, CpuTimesPercentSensor, .row = DashboardRow::cpu, .per_item_option = "percpu");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::cpu_times_percent_file

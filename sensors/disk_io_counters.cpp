@@ -19,7 +19,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::disk_io_counters_file {
 namespace {
 
 const OptionTable kOptions{
@@ -292,4 +292,4 @@ class DiskIoCountersSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("DiskIOCounters", "Disk reads and writes since boot (psutil.disk_io_counters)", kOptions,
                          kCatalog, DiskIoCountersSensor, .row = DashboardRow::disk, .per_item_option = "perdisk");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::disk_io_counters_file

@@ -19,7 +19,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::disk_partitions_file {
 namespace {
 
 const OptionTable kOptions{
@@ -244,4 +244,4 @@ class DiskPartitionsSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("DiskPartitions", "Mounted file systems (psutil.disk_partitions)", kOptions, kCatalog,
                          DiskPartitionsSensor, .row = DashboardRow::filesystem);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::disk_partitions_file

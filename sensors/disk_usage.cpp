@@ -22,7 +22,7 @@
 
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::disk_usage_file {
 namespace {
 
 const OptionTable kOptions{
@@ -108,4 +108,4 @@ FRUCTOSA_REGISTER_SENSOR("DiskUsage", "Size, use and free space of the file syst
                          kOptions, kCatalog, DiskUsageSensor, .row = DashboardRow::filesystem,
                          .per_item_option = "path");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::disk_usage_file

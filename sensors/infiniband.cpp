@@ -52,7 +52,7 @@
 #include "sensor.h"
 #include "sysfs_tree.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::infiniband_file {
 namespace {
 
 const OptionTable kOptions{
@@ -411,4 +411,4 @@ FRUCTOSA_REGISTER_SENSOR("InfiniBand",
                          "state and rate from /sys/class/infiniband",
                          kOptions, kCatalog, InfiniBandSensor, .row = DashboardRow::interconnect);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::infiniband_file

@@ -41,7 +41,7 @@
 #include "glob_match.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::ipmi_power_file {
 namespace {
 
 const OptionTable kOptions{
@@ -410,4 +410,4 @@ FRUCTOSA_REGISTER_SENSOR("IPMIPower",
                          "command), run off the timer thread with a timeout",
                          kOptions, kCatalog, IPMIPowerSensor, .row = DashboardRow::energy);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::ipmi_power_file

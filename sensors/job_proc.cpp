@@ -45,7 +45,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::job_proc_file {
 namespace {
 
 const OptionTable kOptions{
@@ -385,4 +385,4 @@ FRUCTOSA_REGISTER_SENSOR("JobProc",
                          "commands: the processes' command names, most CPU first",
                          kOptions, kCatalog, JobProcSensor, .row = DashboardRow::jobs, .node_keys = "jobs", .job_keys = "*");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::job_proc_file

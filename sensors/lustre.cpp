@@ -45,7 +45,7 @@
 #include "sensor.h"
 #include "sysfs_tree.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::lustre_file {
 namespace {
 
 const OptionTable kOptions{
@@ -216,4 +216,4 @@ FRUCTOSA_REGISTER_SENSOR("Lustre",
                          "calls, open, close, getattr, ...)",
                          kOptions, kCatalog, LustreSensor, .row = DashboardRow::filesystem);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::lustre_file

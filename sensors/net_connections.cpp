@@ -50,7 +50,7 @@
 #include "procfs.h"  // Lines, next_field
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::net_connections_file {
 namespace {
 
 // psutil's Connections.tmap kinds.
@@ -518,4 +518,4 @@ FRUCTOSA_REGISTER_SENSOR(
     "NetConnections", "Open sockets per protocol and TCP state (psutil.net_connections, counted)",
     kOptions, kCatalog, NetConnectionsSensor, .row = DashboardRow::network);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::net_connections_file

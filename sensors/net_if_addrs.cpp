@@ -34,7 +34,7 @@
 
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::net_if_addrs_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -211,4 +211,4 @@ FRUCTOSA_REGISTER_SENSOR("NetIFAddrs",
                          "(psutil.net_if_addrs)",
                          kOptions, kCatalog, NetIFAddrsSensor, .row = DashboardRow::network);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::net_if_addrs_file

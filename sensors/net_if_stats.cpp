@@ -19,7 +19,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::net_if_stats_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -183,4 +183,4 @@ FRUCTOSA_REGISTER_SENSOR("NetIFStats",
                          "Per NIC: up, duplex, speed, MTU and flags (psutil.net_if_stats)",
                          kOptions, kCatalog, NetIFStatsSensor, .row = DashboardRow::network);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::net_if_stats_file

@@ -12,7 +12,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::net_io_counters_file {
 namespace {
 
 const OptionTable kOptions{
@@ -167,4 +167,4 @@ FRUCTOSA_REGISTER_SENSOR(
     "Network I/O counters, totals or per NIC (psutil.net_io_counters, nowrap=True)", kOptions,
     kCatalog, NetIOCountersSensor, .row = DashboardRow::network, .per_item_option = "pernic");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::net_io_counters_file

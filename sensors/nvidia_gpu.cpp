@@ -34,7 +34,7 @@
 #include "jobs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::nvidia_gpu_file {
 namespace {
 
 // --- NVML's ABI ------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ class NvidiaGPUSensor final : public Sensor {
   // UUID once (and again while that fails).
   void enumerate(unsigned int count) {
     gpus_.clear();
-    for (unsigned int i = 0; i < count; ++i) gpus_.push_back(GpuInfo{nullptr, std::to_string(i), {}, {}});
+    for (unsigned int i = 0; i < count; ++i) gpus_.push_back(GpuInfo{nullptr, std::to_string(i), {}, {}, std::nullopt});
   }
 
   // An NVML call's outcome: true on success; otherwise logged once per device and call
@@ -542,4 +542,4 @@ FRUCTOSA_REGISTER_SENSOR("NvidiaGPU",
                          "power, energy, temperature, clocks, MIG devices, per-job processes",
                          kOptions, kCatalog, NvidiaGPUSensor, .row = DashboardRow::gpu, .job_keys = "processes,*.processes,*.process_memory,*.*.processes,*.*.process_memory");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::nvidia_gpu_file

@@ -45,7 +45,7 @@
 #include "sensor.h"
 #include "sysfs_tree.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::rapl_file {
 namespace {
 
 const OptionTable kOptions{
@@ -196,4 +196,4 @@ FRUCTOSA_REGISTER_SENSOR("RAPL",
                          "psys) from /sys/class/powercap, wrap-corrected",
                          kOptions, kCatalog, RaplSensor, .row = DashboardRow::energy);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::rapl_file

@@ -33,7 +33,7 @@
 #include "hwmon.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::sensors_battery_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -193,4 +193,4 @@ FRUCTOSA_REGISTER_SENSOR("SensorsBattery",
                          "Battery charge, time left and mains power (psutil.sensors_battery)",
                          kOptions, kCatalog, SensorsBatterySensor, .row = DashboardRow::sensors);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::sensors_battery_file

@@ -20,7 +20,7 @@
 #include "hwmon.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::sensors_fans_file {
 namespace {
 
 const OptionTable kOptions{
@@ -99,4 +99,4 @@ class SensorsFansSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("SensorsFans", "Fan speeds from hwmon (psutil.sensors_fans)", kOptions,
                          kCatalog, SensorsFansSensor, .row = DashboardRow::sensors);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::sensors_fans_file

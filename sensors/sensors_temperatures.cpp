@@ -41,7 +41,7 @@
 #include "hwmon.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::sensors_temperatures_file {
 namespace {
 
 const OptionTable kOptions{
@@ -198,4 +198,4 @@ FRUCTOSA_REGISTER_SENSOR("SensorsTemperatures",
                          "(psutil.sensors_temperatures)",
                          kOptions, kCatalog, SensorsTemperaturesSensor, .row = DashboardRow::sensors);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::sensors_temperatures_file

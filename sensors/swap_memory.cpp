@@ -11,7 +11,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::swap_memory_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -146,4 +146,4 @@ class SwapMemorySensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("SwapMemory", "Swap space usage and swapping since boot (psutil.swap_memory)", kOptions,
                          kCatalog, SwapMemorySensor, .row = DashboardRow::memory);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::swap_memory_file

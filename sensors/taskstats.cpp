@@ -48,7 +48,7 @@
 #include "sensor.h"
 #include "taskstats_netlink.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::taskstats_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -365,4 +365,4 @@ FRUCTOSA_REGISTER_SENSOR("Taskstats",
                          "keep what ended tasks did",
                          kOptions, kCatalog, TaskstatsSensor, .row = DashboardRow::jobs, .node_keys = "jobs,delay_accounting", .job_keys = "*");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::taskstats_file

@@ -22,7 +22,7 @@
 #include "sensor.h"
 #include "sysfs_tree.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::thermal_zones_file {
 namespace {
 
 const OptionTable kOptions{
@@ -119,4 +119,4 @@ FRUCTOSA_REGISTER_SENSOR("Temperature",
                          "Temperature of every thermal zone (/sys/class/thermal), keyed by zone type",
                          kOptions, kCatalog, TemperatureSensor, .row = DashboardRow::sensors);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::thermal_zones_file

@@ -7,7 +7,7 @@
 #include "pushed_metrics.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::user_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -48,4 +48,4 @@ FRUCTOSA_REGISTER_SENSOR("User",
                          "to the job of the process that pushed them; this section makes lagent listen",
                          kOptions, kCatalog, UserSensor, .row = DashboardRow::jobs, .job_keys = "*");
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::user_file

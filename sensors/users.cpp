@@ -17,7 +17,7 @@
 
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::users_file {
 namespace {
 
 const OptionTable kOptions{
@@ -140,4 +140,4 @@ class UsersSensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("Users", "Login sessions from utmp: how many, per user, and each one's details (psutil.users)",
                          kOptions, kCatalog, UsersSensor, .row = DashboardRow::global);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::users_file

@@ -10,7 +10,7 @@
 #include "procfs.h"
 #include "sensor.h"
 
-namespace fructosa::sensors {
+namespace fructosa::sensors::virtual_memory_file {
 namespace {
 
 const OptionTable kOptions{};
@@ -122,4 +122,4 @@ class VirtualMemorySensor final : public Sensor {
 FRUCTOSA_REGISTER_SENSOR("VirtualMemory", "Physical memory usage (psutil.virtual_memory)", kOptions, kCatalog,
                          VirtualMemorySensor, .row = DashboardRow::memory);
 
-}  // namespace fructosa::sensors
+}  // namespace fructosa::sensors::virtual_memory_file
