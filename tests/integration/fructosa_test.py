@@ -183,6 +183,14 @@ class FructosaTestCase(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.dir, name)
 
+    def probe_without_jobs(self):
+        """`lagent probe` options that keep its job discovery off this machine's cgroups: a job of
+        a test running beside this one (test_slurm's) would label the node's samples
+        involved_jobs."""
+        empty = self.path("no-cgroups")
+        os.makedirs(empty, exist_ok=True)
+        return ["-o", "jobs.scheduler=slurm", "-o", f"jobs.cgroup_root={empty}"]
+
     def write(self, name, text):
         with open(self.path(name), "w") as f:
             f.write(text)

@@ -35,7 +35,7 @@ def key_component(name):
 
 class PsutilNetTest(FructosaTestCase):
     def probe(self, sensors, *options, proc=None, sys_root=None):
-        args = [LAGENT, "probe", *sensors]
+        args = [LAGENT, "probe", *sensors, *self.probe_without_jobs()]
         for option in options:
             args += ["-o", option]
         if proc:

@@ -28,7 +28,7 @@ def key_component(name):
 
 class PsutilStorageTest(FructosaTestCase):
     def probe(self, sensor, *options, expect_rc=0):
-        args = [LAGENT, "probe", sensor]
+        args = [LAGENT, "probe", sensor, *self.probe_without_jobs()]
         for option in options:
             args += ["-o", option]
         result = subprocess.run(args, capture_output=True, text=True, timeout=60)
