@@ -268,12 +268,9 @@ const std::vector<Label>& decode_sample(Reader& in, ConnectionMemory& memory, Wi
     }
     out.values[i] = decode_value(in, (tags[i / 4] >> (2 * (i % 4))) & 3, previous);
   }
-  if (flags & kSameLabels) {
-    if (!last || last->labels.empty()) throw ProtocolError("compact batch: same labels as a sample never sent");
-  }
   if (!last) last = &memory.last[{out.sensor, out.job}];
-  if (flags & kSameLabels) {
-    // As they are in the memory.
+  if (flags & kSameLabels) {  // as the memory has them
+    if (last->labels.empty()) throw ProtocolError("compact batch: same labels as a sample never sent");
   } else if (flags & kLabels) {
     auto count = in.count(2, "labels");
     if (count == 0) throw ProtocolError("compact batch: labels flag with no label");
