@@ -8,7 +8,7 @@
 //                            jobacct_gather/linux): summed from its processes' /proc/<pid>/stat
 //                            (job_process_cpu.h). The label cpu_source says which: "cgroup" or
 //                            "processes"; the log says once per job why and how to get the
-//                            cgroup's figure.
+//                            cgroup's figure (and again if a cpuacct directory appears later).
 //   memory.current/.peak     v2 memory.current, memory.peak (kernel >= 5.19; left out before);
 //                            v1 memory.usage_in_bytes, memory.max_usage_in_bytes
 //   io.read_bytes/.write_bytes/.reads/.writes
@@ -27,7 +27,8 @@
 // Labels: cpu_source (above); user, the owner of the job's processes (what fructosa-report
 // shows and filters on); gpu_minors.
 // The node sample has `jobs`, the number of jobs running. A file the job's cgroup lacks (a
-// controller not enabled for it) leaves that metric out, and the log says so once per job; a
+// controller not enabled for it) leaves that metric out, and the log says so once per job, when
+// it held for two samples (and again when it changes); a
 // job that ended during the reading is left out of the round. A job's files stay open while it runs (HeldFiles: one pread each
 // per round instead of a path lookup, an open, reads and a close).
 #include <fmt/format.h>
@@ -83,9 +84,13 @@ constexpr unsigned kFirstNvidiaControlMinor = 254;
 
 // Per job: its CPU from its processes when its cgroups account none, and whether the log said
 // what its cgroups lack.
+// What a job's cgroups cannot give (tell_what_is_missing).
+constexpr unsigned kNoCpu = 1, kNoMemory = 2, kNoIo = 4, kNotSeen = ~0u;
+
 struct JobState {
   ProcessCpuTime process_cpu;
-  bool told = false;
+  unsigned missing_before = kNotSeen;  // at the sample before
+  unsigned told = 0;                   // what the log said is missing (nothing yet)
   std::string user;  // the owner of its processes, once one was seen
 };
 
@@ -131,27 +136,33 @@ std::string owner_of(const std::string& proc_root, int pid) {
   return std::to_string(info.st_uid);
 }
 
-// Once per job: the keys its cgroups cannot give, why, and what gives them.
-void tell_what_is_missing(const JobCgroup& job, bool cpu_from_processes, bool have_memory, bool have_io) {
+// The keys a job's cgroups cannot give that the log has not told yet, why, and what gives them;
+// and those it told missing that its cgroups give now.
+void tell_what_is_missing(const JobCgroup& job, unsigned missing, unsigned told) {
+  const unsigned lost = missing & ~told;
   const bool slurm = job.scheduler == "slurm";
   const bool v2 = !job.unified.empty();
   std::vector<std::string> notes;
-  if (cpu_from_processes)
+  if (lost & kNoCpu)
     notes.push_back(fmt::format(
         "no cpuacct cgroup{}: cpu.* are summed from its processes' /proc/<pid>/stat (label cpu_source=processes; "
         "what a process uses after its last reading is missed when it ends){}",
         slurm ? " (Slurm makes none on cgroup v1 with JobAcctGatherType=jobacct_gather/linux)" : "",
         slurm ? "; JobAcctGatherType=jobacct_gather/cgroup gives the cgroup's exact figure" : ""));
-  if (!have_memory)
+  if (lost & kNoMemory)
     notes.push_back(fmt::format("{}: memory.* left out (JobProc's vm_rss sums its processes' resident memory)",
                                 v2 ? "no memory.current (the memory controller is not enabled for its cgroup)"
                                    : "no memory cgroup"));
-  if (!have_io)
+  if (lost & kNoIo)
     notes.push_back(fmt::format("{}: io.* left out (JobProc's read_bytes and write_bytes count its processes' "
                                 "storage I/O)",
                                 v2      ? "no io.stat (the io controller is not enabled for its cgroup)"
                                 : slurm ? "no blkio cgroup (Slurm makes none on cgroup v1)"
                                         : "no blkio cgroup"));
+  const unsigned found = told & ~missing;
+  if (found & kNoCpu) notes.push_back("cpu.* now from its cgroup (label cpu_source=cgroup)");
+  if (found & kNoMemory) notes.push_back("memory.* now from its cgroup");
+  if (found & kNoIo) notes.push_back("io.* now from its cgroup");
   if (!notes.empty()) spdlog::info("JobCgroup: job {} ({}): {}", job.id, job.process_dir(), fmt::join(notes, "; "));
 }
 
@@ -317,10 +328,14 @@ class JobCgroupSensor final : public Sensor {
     read_allocation(job, values);
     std::string gpu_minors = read_gpus(job, values);
     if (state.user.empty() && !processes().empty()) state.user = owner_of(jobs_->proc_root(), processes().front());
-    if (!state.told) {
-      tell_what_is_missing(job, cpu_from_processes, have_memory, have_io);
-      state.told = true;
+    // Told once it held for two samples: slurmstepd makes a job's directories one after the
+    // other, and a first sample can fall between (the cpuacct directory one sample late).
+    const unsigned missing = (cpu_from_processes ? kNoCpu : 0) | (have_memory ? 0 : kNoMemory) | (have_io ? 0 : kNoIo);
+    if (missing == state.missing_before && missing != state.told) {
+      tell_what_is_missing(job, missing, state.told);
+      state.told = missing;
     }
+    state.missing_before = missing;
     out.begin_job(job.id);
     for (const auto& value : values) out.set(value.key, value.value);
     out.label("cpu_source", cpu_from_processes ? "processes" : "cgroup");

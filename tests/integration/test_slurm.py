@@ -432,8 +432,13 @@ class SlurmAttributionTest(FructosaTestCase):
                 self.assertTrue(usage and all(v is not None for _, v in usage),
                                 f"JobCgroup rows of job {job} lack cpu.usage (columns {sorted(table['columns'])}); {context}")
                 self.assertIsNotNone(sources, f"JobCgroup has no cpu_source label (labels {sorted(table['labels'])}); {context}")
-                self.note(f"job {job}: cpu_source {sorted({sources[i] for i, _ in rows})}")
-                self.assertEqual({sources[i] for i, _ in rows}, {expected}, context)
+                in_order = [sources[i] for i, _ in sorted(rows, key=lambda row: row[1])]
+                self.note(f"job {job}: cpu_source {sorted(set(in_order))}")
+                if accounting == "cgroup" and in_order[:1] == ["processes"]:
+                    # slurmstepd makes the job's cpuacct directory after its freezer one: the
+                    # first sample can fall between (not logged: lagent waits for two samples).
+                    in_order = in_order[1:]
+                self.assertEqual(set(in_order), {expected}, f"{in_order}; {context}")
             with self.subTest(check="cpu source logged once", job=job):
                 # Said once per job where the cgroup gives no CPU time (jobacct_gather/linux).
                 mentions = [line for line in log.splitlines()

@@ -1,8 +1,6 @@
 // CURVE keys (common/curve.h), their configuration keys, and lmaster's ZAP handler with real
 // ZeroMQ sockets on loopback.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -14,6 +12,7 @@
 
 #include "agent_config.h"
 #include "curve.h"
+#include "log_capture.h"
 #include "master_config.h"
 #include "test_support.h"
 #include "zap_handler.h"
@@ -40,27 +39,7 @@ struct Umask {
   mode_t old;
 };
 
-// Captures what spdlog's default logger writes during a test.
-class LogCapture {
- public:
-  LogCapture() : old_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
-    auto logger = std::make_shared<spdlog::logger>("capture", sink);
-    logger->set_level(spdlog::level::info);
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(old_); }
-  // The sink's mutex guards the stream while a log line is written; lines are whole when read
-  // after the condition they report has been seen through the counters.
-  std::string text() {
-    spdlog::default_logger()->flush();
-    return stream_.str();
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> old_;
-  std::ostringstream stream_;
-};
+using test::LogCapture;
 
 template <typename Condition>
 bool wait_until(Condition condition, std::chrono::seconds timeout = std::chrono::seconds(20)) {
