@@ -16,7 +16,7 @@
 //   valgrind --tool=callgrind --toggle-collect='*timed_rounds*' --callgrind-out-file=cg.out
 //            build/bench/point_path --repeat 1
 //   callgrind_annotate --inclusive=yes cg.out
-//     | grep -E 'encode_batch\(|resolve_batch\(|fructosa::decode\(|encode_samples|CarbonEncoder::encode\('
+//     | grep -E 'encode_batch\(|resolve_batch\(|fructosa::decode\(|SamplesEncoder::encode|CarbonEncoder::encode\('
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -83,6 +83,7 @@ struct Totals {
   Totals totals;
   graphite::CarbonEncoder carbon(graphite::CarbonProtocol::pickle, "", 500);
   std::vector<graphite::CarbonFrame> frames;
+  master::SamplesEncoder journal;  // as lmaster's Journal keeps it
   for (std::size_t r = 1; r < recorded.size(); ++r) {
     for (const auto& sample : recorded[r]) totals.points += sample.metrics.size() * connections.size();
     auto started = Clock::now();
@@ -97,7 +98,7 @@ struct Totals {
     for (auto& connection : connections) connection.receive(taken, recycler);
     clock.receive += seconds_since(started);
     started = Clock::now();
-    totals.journal_bytes += master::encode_samples(taken).size();
+    totals.journal_bytes += journal.encode({}, taken).size();
     clock.journal += seconds_since(started);
     started = Clock::now();
     std::size_t used = carbon.encode(taken, frames);

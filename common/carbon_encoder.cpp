@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "graphite_name.h"
+#include "same_text.h"
 
 namespace fructosa::graphite {
 namespace {
@@ -51,7 +52,7 @@ void CarbonEncoder::path_prefix(const Sample& sample, std::string& out) const {
 void CarbonEncoder::sample_path_prefix(const Sample& sample) {
   // A round's samples come host by host: the part before the sensor is the last sample's, most
   // of the time.
-  if (host_part_ == 0 || sample.job != last_job_ || sample.host != last_host_) {
+  if (host_part_ == 0 || sample.job != last_job_ || !same_text(sample.host, last_host_)) {
     write_host_part(sample, path_);
     host_part_ = path_.size();
     last_host_ = sample.host;
@@ -184,7 +185,7 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
     sample_path_prefix(sample);  // once per sample; each point only adds its key
-    if (!known_sensor || *known_sensor != sample.sensor) {
+    if (!known_sensor || !same_text(*known_sensor, sample.sensor)) {
       known = &keys_as_is(sample.sensor);
       known_sensor = &sample.sensor;
     }
@@ -202,7 +203,7 @@ std::size_t CarbonEncoder::encode(std::span<const Sample> samples,
         open->samples_done = i;
       }
       std::string_view key = metric.key;
-      if (!key.empty() && !(m < known->size() && (*known)[m] == key)) {
+      if (!key.empty() && !(m < known->size() && same_text((*known)[m], key))) {
         if (graphite_dotted_as_is(key)) {
           if (known->size() <= m) known->resize(m + 1);
           (*known)[m] = key;

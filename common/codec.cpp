@@ -11,6 +11,7 @@
 #include "capnp_packing.h"
 #include "compact_batch.h"
 #include "protocol.capnp.h"
+#include "same_text.h"
 
 namespace fructosa {
 namespace {
@@ -315,6 +316,16 @@ std::uint32_t AgentDictionary::sensor_index(const std::string& sensor, Dictionar
   return index;
 }
 
+std::uint32_t AgentDictionary::sensor_at(std::size_t position, const std::string& sensor, DictionaryUpdate& update) {
+  if (position < sensor_at_.size() && same_text(sensor_at_[position].name, sensor)) return sensor_at_[position].index;
+  auto index = sensor_index(sensor, update);
+  if (position < kMaxShapesPerSensor) {
+    if (position >= sensor_at_.size()) sensor_at_.resize(position + 1);
+    sensor_at_[position] = {sensor, index};
+  }
+  return index;
+}
+
 std::uint32_t AgentDictionary::series_index(std::uint32_t sensor, const std::string& sensor_name,
                                             const std::string& key, DictionaryUpdate& update) {
   if (series_ids_.size() <= sensor) series_ids_.resize(sensor + 1);
@@ -345,7 +356,7 @@ void AgentDictionary::sample_series(std::uint32_t sensor, const Sample& sample, 
   const std::size_t count = sample.metrics.size();
   for (std::size_t k = 0; k < count; ++k) {
     const std::string& key = sample.metrics[k].key;
-    if (k < shape.keys.size() && shape.keys[k] == key) {
+    if (k < shape.keys.size() && same_text(shape.keys[k], key)) {
       series_scratch_.push_back(shape.series[k]);
       continue;
     }
@@ -368,8 +379,9 @@ void AgentDictionary::encode_batch(std::uint64_t sequence, const std::vector<Sam
   update.first_series = static_cast<std::uint32_t>(series_.size());
   CompactBatchWriter blob(memory_, samples.size());
   std::fill(samples_in_batch_.begin(), samples_in_batch_.end(), 0);
-  for (const Sample& in : samples) {
-    auto sensor = sensor_index(in.sensor, update);
+  for (std::size_t position = 0; position < samples.size(); ++position) {
+    const Sample& in = samples[position];
+    auto sensor = sensor_at(position, in.sensor, update);
     sample_series(sensor, in, update);
     blob.add(in, sensor, series_scratch_);
   }

@@ -158,6 +158,9 @@ class AgentDictionary {
 
  private:
   std::uint32_t sensor_index(const std::string& sensor, DictionaryUpdate& update);
+  // sensor_index() of the batch's sample at `position`, compared first with the sensor there in
+  // the batch before (an agent's rounds list their sensors in the same order).
+  std::uint32_t sensor_at(std::size_t position, const std::string& sensor, DictionaryUpdate& update);
   std::uint32_t series_index(std::uint32_t sensor, const std::string& sensor_name,
                              const std::string& key, DictionaryUpdate& update);
   // Fills series_scratch_ with the indices of `sample`'s keys.
@@ -182,6 +185,11 @@ class AgentDictionary {
   static constexpr std::size_t kMaxShapesPerSensor = 1024;
   std::vector<std::vector<SampleShape>> shapes_;  // per sensor index, per n-th sample in a batch
   std::vector<std::uint32_t> samples_in_batch_;   // per sensor index, in the batch being encoded
+  struct SensorAt {
+    std::string name;
+    std::uint32_t index = 0;
+  };
+  std::vector<SensorAt> sensor_at_;  // per position in the batch before (at most kMaxShapesPerSensor)
 };
 
 // The master's half: grows with Dictionary messages and turns WireSamples into Samples.

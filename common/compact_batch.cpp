@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "same_text.h"
+
 namespace fructosa {
 
 namespace {
@@ -91,6 +93,15 @@ unsigned encode_value(double value, double last, std::string& out) {
   return kRaw;
 }
 
+// Element by element: samples have a handful of series, fewer than memcmp's call is worth.
+bool same_indices(const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b) {
+  const std::size_t n = a.size();
+  if (n != b.size()) return false;
+  for (std::size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 void put_text(std::string& out, const std::string& text) {
   put_varint(out, text.size());
   out += text;
@@ -99,10 +110,10 @@ void put_text(std::string& out, const std::string& text) {
 void encode_sample(const Sample& in, std::uint32_t sensor, const std::vector<std::uint32_t>& series,
                    ConnectionMemory& memory, std::string& out) {
   auto& last = memory.last[{sensor, in.job}];
-  const bool same_series = !last.series.empty() && last.series == series;
+  const bool same_series = !last.series.empty() && same_indices(last.series, series);
   const bool same_labels = last.labels.size() == in.labels.size() &&
                            std::equal(in.labels.begin(), in.labels.end(), last.labels.begin(),
-                                      [](const Label& a, const Label& b) { return a.key == b.key && a.value == b.value; });
+                                      [](const Label& a, const Label& b) { return same_text(a.key, b.key) && same_text(a.value, b.value); });
   std::uint8_t flags = (in.job ? kJob : 0) | (same_series ? kSameSeries : 0) |
                        (in.labels.empty() ? 0 : kLabels | (same_labels ? kSameLabels : 0));
   out.push_back(static_cast<char>(flags));

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "durable_file.h"
+#include "same_text.h"
 
 namespace fructosa::master {
 
@@ -102,7 +103,7 @@ namespace {
 bool same_keys(const Sample& a, const Sample& b) {
   if (a.metrics.size() != b.metrics.size()) return false;
   for (std::size_t i = 0; i < a.metrics.size(); ++i)
-    if (a.metrics[i].key != b.metrics[i].key) return false;
+    if (!same_text(a.metrics[i].key, b.metrics[i].key)) return false;
   return true;
 }
 
@@ -130,26 +131,30 @@ class RecordWriter {
 
 }  // namespace
 
-std::string encode_samples(const std::vector<Sample>& samples) {
+std::string_view SamplesEncoder::encode(std::string_view head, const std::vector<Sample>& samples) {
   // First each sample's keys_from, which sets the record's size; then the bytes, in one go.
-  std::vector<std::uint32_t> keys_from(samples.size(), 0);
+  keys_from_.assign(samples.size(), 0);
   std::unordered_map<std::string_view, std::uint32_t> last_of_sensor;  // -> index of its last sample
-  std::size_t size = 4;
+  std::size_t size = head.size() + 4;
   for (std::uint32_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
     auto [last, fresh] = last_of_sensor.try_emplace(sample.sensor, i);
     if (!fresh) {
-      if (!sample.metrics.empty() && same_keys(samples[last->second], sample)) keys_from[i] = last->second + 1;
+      if (!sample.metrics.empty() && same_keys(samples[last->second], sample)) keys_from_[i] = last->second + 1;
       last->second = i;
     }
     size += 4 + sample.host.size() + 4 + sample.sensor.size() + 8 + 8 + 4 + 4 +
             sample.metrics.size() * sizeof(double) + 4;
-    if (keys_from[i] == 0)
+    if (keys_from_[i] == 0)
       for (const auto& metric : sample.metrics) size += 4 + metric.key.size();
     for (const auto& label : sample.labels) size += 8 + label.key.size() + label.value.size();
   }
-  std::string out(size, '\0');
-  RecordWriter record(out.data());
+  if (size > capacity_) {
+    capacity_ = std::max(size, capacity_ * 2);
+    bytes_ = std::make_unique_for_overwrite<char[]>(capacity_);
+  }
+  RecordWriter record(bytes_.get());
+  record.put(head.data(), head.size());
   record.u32(static_cast<std::uint32_t>(samples.size()) | kKeysByReference);
   for (std::uint32_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];
@@ -158,8 +163,8 @@ std::string encode_samples(const std::vector<Sample>& samples) {
     record.u64(static_cast<std::uint64_t>(sample.time_ns));
     record.u64(sample.job);
     record.u32(static_cast<std::uint32_t>(sample.metrics.size()));
-    record.u32(keys_from[i]);
-    if (keys_from[i] == 0)
+    record.u32(keys_from_[i]);
+    if (keys_from_[i] == 0)
       for (const auto& metric : sample.metrics) record.text(metric.key);
     for (const auto& metric : sample.metrics) record.put(&metric.value, sizeof metric.value);
     record.u32(static_cast<std::uint32_t>(sample.labels.size()));
@@ -168,9 +173,14 @@ std::string encode_samples(const std::vector<Sample>& samples) {
       record.text(label.value);
     }
   }
-  if (record.end() != out.data() + out.size())  // the two passes disagree: a bug, never data
-    throw std::logic_error(fmt::format("journal record: {} bytes written into {}", record.end() - out.data(), size));
-  return out;
+  if (record.end() != bytes_.get() + size)  // the two passes disagree: a bug, never data
+    throw std::logic_error(fmt::format("journal record: {} bytes written into {}", record.end() - bytes_.get(), size));
+  return {bytes_.get(), size};
+}
+
+std::string encode_samples(const std::vector<Sample>& samples) {
+  SamplesEncoder encoder;
+  return std::string(encoder.encode({}, samples));
 }
 
 std::vector<Sample> decode_samples(std::string_view payload) {
@@ -295,14 +305,14 @@ void Journal::recover_marks() {
 }
 
 std::uint64_t Journal::append(const SequenceMarks& marks, const std::vector<Sample>& samples) {
-  std::string payload;
-  put_u32(payload, static_cast<std::uint32_t>(marks.size()));
+  marks_bytes_.clear();
+  put_u32(marks_bytes_, static_cast<std::uint32_t>(marks.size()));
   for (const auto& [key, sequence] : marks) {
-    put_text(payload, key.first);
-    put_u64(payload, key.second);
-    put_u64(payload, sequence);
+    put_text(marks_bytes_, key.first);
+    put_u64(marks_bytes_, key.second);
+    put_u64(marks_bytes_, sequence);
   }
-  payload += encode_samples(samples);
+  std::string_view payload = samples_encoder_.encode(marks_bytes_, samples);
   std::uint64_t points = 0;
   for (const auto& sample : samples) points += sample.metrics.size();
   try {

@@ -55,6 +55,20 @@ struct JournalRecord {
   std::vector<Sample> samples;
 };
 
+// Encodes the samples part of records into memory it keeps from record to record: a record
+// holds every point lmaster accepts, and a std::string per record cost an allocation, the
+// zeroing of its bytes by resize() and a copy into the record's payload.
+class SamplesEncoder {
+ public:
+  // The bytes of `samples` after `head` (the record's marks), valid until the next call.
+  std::string_view encode(std::string_view head, const std::vector<Sample>& samples);
+
+ private:
+  std::unique_ptr<char[]> bytes_;  // not zeroed: every byte handed out is written first
+  std::size_t capacity_ = 0;
+  std::vector<std::uint32_t> keys_from_;
+};
+
 class Journal {
  public:
   // Opens (creating) `directory`: checks every record (a torn tail a crash left is cut, a
@@ -120,6 +134,8 @@ class Journal {
   SequenceMarks marks_;
   SequenceMarks pending_marks_;  // appended, not committed
   std::map<std::string, std::uint64_t> positions_at_open_;
+  std::string marks_bytes_;  // append(): the record's marks, then...
+  SamplesEncoder samples_encoder_;  // ...its samples, in memory kept from record to record
 
   mutable std::mutex mutex_;  // guards deleted_ (readers look it up)
   // Segments deleted over the budget (first id, last id, points), for readers' drop counts.
@@ -128,7 +144,7 @@ class Journal {
   std::atomic<std::uint64_t> committed_id_{0};
 };
 
-// The samples part of a record; exposed for tests.
+// The samples part of a record (SamplesEncoder); for tests and bench/point_path.
 std::string encode_samples(const std::vector<Sample>& samples);
 // Throws std::runtime_error on malformed input.
 std::vector<Sample> decode_samples(std::string_view payload);
