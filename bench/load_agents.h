@@ -13,6 +13,7 @@
 
 #include "codec.h"
 #include "node_model.h"
+#include "zmtp_dealer.h"
 
 namespace fructosa::bench {
 
@@ -32,6 +33,7 @@ struct Settings {
   bool aligned = false;
   int threads = 1;
   int io_threads = 1;
+  std::string client = "libzmq";  // ZeroMQ mode: "libzmq" (DEALER sockets) or "zmtp" (zmtp_dealer.h)
   std::string host_prefix = "mload";
   std::string command;
 };
@@ -71,8 +73,11 @@ struct Agent {
   std::vector<Sample> samples;  // built once; values and times change in place
   Random random{1};
   double phase = 0;  // seconds into each interval where this agent's batch is due
-  // ZeroMQ mode
+  // ZeroMQ mode: a libzmq socket or a ZMTP connection (--client)
   std::unique_ptr<zmq::socket_t> socket;
+  std::unique_ptr<ZmtpDealer> zmtp;
+  bool connected = true;         // ZMTP: false once the connection broke
+  bool waits_for_write = false;  // ZMTP: EPOLLOUT watched
   std::unique_ptr<AgentDictionary> dictionary;
   std::uint64_t next_sequence = 1;
   std::deque<InFlight> in_flight;

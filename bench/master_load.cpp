@@ -3,10 +3,13 @@
 //
 //   master_load --endpoint tcp://127.0.0.1:PORT [--agents N] [--metrics M] [--seconds S]
 //               [--warmup S] [--drain S] [--interval S | --window W | --rate P] [--aligned]
-//               [--threads T] [--io-threads T] [--host-prefix NAME]
+//               [--threads T] [--io-threads T] [--client libzmq|zmtp] [--host-prefix NAME]
 //   master_load --plaintext HOST:PORT [the same options]
 //
-// Every agent has its own ZeroMQ DEALER socket: Hello, then batches encoded with the real
+// Every agent has its own ZeroMQ DEALER connection (--client libzmq, the default: a libzmq
+// socket, as lagent; --client zmtp: ZMTP spoken on its own TCP socket, zmtp_dealer.h, which
+// costs the generator less of the machine it shares with lmaster; --io-threads is libzmq's):
+// Hello, then batches encoded with the real
 // AgentDictionary (the dictionary goes first), sequences from 1, and a Resync from lmaster is
 // answered as lagent does (Hello, the whole dictionary, every unacknowledged batch again).
 // Pacing: one batch per agent every --interval seconds (default 1; agents spread evenly over the
@@ -57,7 +60,7 @@ namespace {
   std::cerr << "master_load: " << why
             << "\nusage: master_load (--endpoint tcp://HOST:PORT | --plaintext HOST:PORT) [--agents N] "
                "[--metrics M] [--seconds S] [--warmup S] [--drain S] [--interval S | --window W | --rate P] "
-               "[--aligned] [--threads T] [--io-threads T] [--host-prefix NAME]\n";
+               "[--aligned] [--threads T] [--io-threads T] [--client libzmq|zmtp] [--host-prefix NAME]\n";
   std::exit(64);
 }
 
@@ -93,9 +96,12 @@ Settings parse_arguments(int argc, char** argv) {
     else if (option == "--aligned") settings.aligned = true;
     else if (option == "--threads") settings.threads = static_cast<int>(number(1, 256));
     else if (option == "--io-threads") settings.io_threads = static_cast<int>(number(1, 64));
+    else if (option == "--client") settings.client = value();
     else if (option == "--host-prefix") settings.host_prefix = value();
     else usage_error("unknown option " + option);
   }
+  if (settings.client != "libzmq" && settings.client != "zmtp")
+    usage_error("--client is libzmq or zmtp, not " + settings.client);
   if (settings.endpoint.empty() == settings.plaintext.empty())
     usage_error("give exactly one of --endpoint and --plaintext");
   if (!settings.plaintext.empty() && settings.plaintext.find(':') == std::string::npos)
@@ -176,7 +182,10 @@ int main(int argc, char** argv) {
   nlohmann::json summary;
   summary["mode"] = plaintext ? "plaintext" : "zmq";
   summary["peer"] = plaintext ? settings.plaintext : settings.endpoint;
-  summary["connections"] = plaintext ? "one TCP connection per agent" : "one DEALER socket per agent";
+  summary["connections"] = plaintext                      ? "one TCP connection per agent"
+                           : settings.client == "zmtp" ? "one ZMTP (DEALER) connection per agent, no libzmq"
+                                                       : "one libzmq DEALER socket per agent";
+  if (!plaintext) summary["client"] = settings.client;
   summary["agents"] = settings.agents;
   summary["metrics_per_agent"] = value_count(model);
   summary["samples_per_batch"] = model.size();

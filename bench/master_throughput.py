@@ -3,7 +3,7 @@
 
 Usage:
     bench/master_throughput.py [--build DIR] [--agents N] [--metrics M] [--seconds S]
-                               [--warmup S] [--window W] [--interval S] [--threads T]
+                               [--warmup S] [--window W] [--interval S] [--threads T] [--client C]
                                [--relay-start P] [--relay-factor F] [--relay-seconds S]
                                [--relay-workers W] [--relay-queue Q] [--lmaster-only | --relay-only]
                                [--no-hdf5] [--hdf5-layout L] [--rotate-age S] [--hdf5-option K=V]...
@@ -13,7 +13,9 @@ Usage:
 
 (a) lmaster with [hdf5] (in a temporary directory) and [Graphite] pickle to a counting
     carbon_sink, journal on (the defaults), driven by master_load as N agents (default 1000) with
-    M values each (default 200), as fast as acknowledgements allow (--window unacknowledged
+    M values each (default 200) over ZMTP on plain TCP sockets (--client zmtp, the default: lmaster
+    gets the bytes libzmq's DEALER sockets would send, and the generator, which shares the CPUs
+    with lmaster, spends about half as much per point; --client libzmq: libzmq's sockets), as fast as acknowledgements allow (--window unacknowledged
     batches per agent; --interval S paces each agent to one batch every S seconds instead), for
     --seconds after --warmup. Measured: lmaster's CPU (utime+stime of its pid over the
     measurement window, % of one core and ns per point), its peak RSS (VmHWM) and the slope of
@@ -147,7 +149,8 @@ def measure_lmaster(options, directory):
             stall.start()
         load = run_load(load_arguments(options) + [
             "--endpoint", f"tcp://127.0.0.1:{port}", "--seconds", str(options.seconds), "--warmup",
-            str(options.warmup), "--window", str(options.window), "--drain", "30"] + pace,
+            str(options.warmup), "--window", str(options.window), "--drain", "30"] + pace +
+            (["--client", "zmtp"] if options.client == "zmtp" else []),  # libzmq: master_load's default
             directory, "master_load", timeout=options.warmup + options.seconds + 300)
         for mark in marks + ([stall] if stall else []):
             mark.join()
@@ -385,6 +388,9 @@ def print_table(options, lmaster, relay):
     if lmaster and relay and relay.get("points_per_s"):
         print(f"lmaster / carbon-c-relay points/s: {lmaster['points_per_s'] / relay['points_per_s']:.2f}")
     print(f"\nmachine: {os.cpu_count()} CPUs (generator, server and sink share them)")
+    if lmaster:
+        print(f"generator's agents: {options.client} (" + ("ZMTP on plain TCP sockets" if options.client == "zmtp"
+                                                            else "libzmq DEALER sockets") + ")")
     print("command: " + " ".join(shlex.quote(a) for a in sys.argv))
 
 
@@ -410,6 +416,9 @@ def main():
     parser.add_argument("--interval", type=float, default=0,
                         help="lmaster run: one batch per agent every S s (default 0: as fast as acks allow)")
     parser.add_argument("--threads", type=int, default=1, help="master_load threads")
+    parser.add_argument("--client", choices=("zmtp", "libzmq"), default="zmtp",
+                        help="how master_load's agents reach lmaster (default zmtp: ZMTP on plain TCP sockets, "
+                             "the generator's cheaper way to send the same bytes; libzmq: DEALER sockets)")
     parser.add_argument("--relay-start", type=int, default=50000, help="first offered rate, points/s")
     parser.add_argument("--relay-factor", type=float, default=1.5)
     parser.add_argument("--relay-seconds", type=float, default=10)

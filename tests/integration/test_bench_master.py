@@ -93,6 +93,10 @@ class MasterThroughputTest(FructosaTestCase):
         self.assertEqual(lmaster["difference"], 0)
         self.assertEqual(lmaster["load"]["points_acked"], lmaster["load"]["points_sent"])
         self.assertEqual(lmaster["load"]["unacked_at_end"], 0)
+        # The agents spoke ZMTP themselves (master_throughput's default; zmtp_dealer_test checks
+        # it against libzmq, and test_hdf5_many_hosts runs master_load's libzmq sockets).
+        self.assertEqual(lmaster["load"]["client"], "zmtp")
+        self.assertEqual(lmaster["load"]["bad_messages"], 0)
         self.assertEqual(lmaster["lmaster_exit"], 0)
         self.assertGreater(lmaster["hdf5_bytes"], 0)
         relay = result["relay"]["steps"][0]
