@@ -257,70 +257,75 @@ TEST(RecordedSlurmTree, WithCpuacctTheCpuIsTheCgroups) {
   EXPECT_DOUBLE_EQ(reading.values["cpu.usage"], nanoseconds / 1e9);
 }
 
+// The recorded jobacct_gather/cgroup tree with job 1's cpuacct directory set aside (put back
+// with restore_cpuacct()), a JobCgroup sensor on it, and lagent's log.
+struct CpuacctSetAside {
+  test::TempDir dir;
+  Roots roots;
+  std::string cpuacct, aside;
+  std::unique_ptr<JobDirectory> jobs;
+  std::unique_ptr<Sensor> sensor;
+  test::LogCapture log;
+  CpuacctSetAside() {
+    fs::copy(kTrees + "/slurm-v1-debian-cgroup", dir.path(), fs::copy_options::recursive);
+    roots = Roots{dir.file("proc"), dir.file("sys")};
+    cpuacct = dir.file("sys/fs/cgroup/cpuacct/slurm_node1/uid_0/job_1");
+    aside = dir.file("job_1-cpuacct");
+    fs::rename(cpuacct, aside);
+    jobs = std::make_unique<JobDirectory>(slurm(), roots);
+    sensor = job_cgroup(*jobs, roots);
+  }
+  void restore_cpuacct() { fs::rename(aside, cpuacct); }
+  JobReading read(std::int64_t at) { return read_job(*sensor, 1, at); }
+};
 
 // slurmstepd makes a job's cgroup directories one after the other: a first sample that finds no
 // cpuacct directory yet reads the CPU from the processes, and once the directory is there the
 // cgroup's. The log says nothing about cpuacct then; what stays missing (blkio, which Slurm never
 // makes on v1) it says once, when it held for two samples.
 TEST(RecordedSlurmTree, ACpuacctDirectoryMadeAfterTheFirstSampleIsUsedAndNotCalledMissing) {
-  test::TempDir dir;
-  fs::copy(kTrees + "/slurm-v1-debian-cgroup", dir.path(), fs::copy_options::recursive);
-  const Roots roots{dir.file("proc"), dir.file("sys")};
-  const std::string cpuacct = dir.file("sys/fs/cgroup/cpuacct/slurm_node1/uid_0/job_1");
-  const std::string aside = dir.file("job_1-cpuacct");
-  fs::rename(cpuacct, aside);
-  JobDirectory jobs(slurm(), roots);
-  auto sensor = job_cgroup(jobs, roots);
-  test::LogCapture log;
+  CpuacctSetAside job;
 
-  EXPECT_EQ(read_job(*sensor, 1, 1).labels["cpu_source"], "processes");
-  EXPECT_EQ(log.take(), "");
-  fs::rename(aside, cpuacct);
-  EXPECT_EQ(read_job(*sensor, 1, 2).labels["cpu_source"], "cgroup");
-  EXPECT_EQ(log.take(), "");
-  EXPECT_EQ(read_job(*sensor, 1, 3).labels["cpu_source"], "cgroup");
-  std::string told = log.take();
+  EXPECT_EQ(job.read(1).labels["cpu_source"], "processes");
+  EXPECT_EQ(job.log.take(), "");
+  job.restore_cpuacct();
+  EXPECT_EQ(job.read(2).labels["cpu_source"], "cgroup");
+  EXPECT_EQ(job.log.take(), "");
+  EXPECT_EQ(job.read(3).labels["cpu_source"], "cgroup");
+  std::string told = job.log.take();
   EXPECT_NE(told.find("JobCgroup: job 1 "), std::string::npos) << told;
   EXPECT_NE(told.find("no blkio cgroup"), std::string::npos) << told;
   EXPECT_EQ(told.find("cpuacct"), std::string::npos) << told;
-  read_job(*sensor, 1, 4);
-  EXPECT_EQ(log.take(), "");
+  job.read(4);
+  EXPECT_EQ(job.log.take(), "");
 }
 
 // Without cpuacct for good (jobacct_gather/linux) the log says so once; and should the directory
 // appear after all, it says that the cgroup gives the CPU now.
 TEST(RecordedSlurmTree, AMissingCpuacctIsToldOnceAndItsArrivalToo) {
-  test::TempDir dir;
-  fs::copy(kTrees + "/slurm-v1-debian-cgroup", dir.path(), fs::copy_options::recursive);
-  const Roots roots{dir.file("proc"), dir.file("sys")};
-  const std::string cpuacct = dir.file("sys/fs/cgroup/cpuacct/slurm_node1/uid_0/job_1");
-  const std::string aside = dir.file("job_1-cpuacct");
-  fs::rename(cpuacct, aside);
-  JobDirectory jobs(slurm(), roots);
-  auto sensor = job_cgroup(jobs, roots);
-  test::LogCapture log;
+  CpuacctSetAside job;
 
-  read_job(*sensor, 1, 1);
-  EXPECT_EQ(log.take(), "");
-  read_job(*sensor, 1, 2);
-  std::string told = log.take();
+  job.read(1);
+  EXPECT_EQ(job.log.take(), "");
+  job.read(2);
+  std::string told = job.log.take();
   EXPECT_NE(told.find("no cpuacct cgroup"), std::string::npos) << told;
   EXPECT_NE(told.find("cpu_source=processes"), std::string::npos) << told;
   EXPECT_NE(told.find("no blkio cgroup"), std::string::npos) << told;
   for (std::int64_t at = 3; at <= 5; ++at) {
-    EXPECT_EQ(read_job(*sensor, 1, at).labels["cpu_source"], "processes");
-    EXPECT_EQ(log.take(), "");
+    EXPECT_EQ(job.read(at).labels["cpu_source"], "processes");
+    EXPECT_EQ(job.log.take(), "");
   }
 
-  fs::rename(aside, cpuacct);
-  EXPECT_EQ(read_job(*sensor, 1, 6).labels["cpu_source"], "cgroup");
-  EXPECT_EQ(log.take(), "");
-  read_job(*sensor, 1, 7);
-  told = log.take();
+  job.restore_cpuacct();
+  EXPECT_EQ(job.read(6).labels["cpu_source"], "cgroup");
+  EXPECT_EQ(job.log.take(), "");
+  job.read(7);
+  told = job.log.take();
   EXPECT_NE(told.find("cpu.* now from its cgroup"), std::string::npos) << told;
   EXPECT_EQ(told.find("blkio"), std::string::npos) << "said before, unchanged: " << told;
-  read_job(*sensor, 1, 8);
-  EXPECT_EQ(log.take(), "");
+  job.read(8);
+  EXPECT_EQ(job.log.take(), "");
 }
 
 }  // namespace
