@@ -10,7 +10,7 @@
 #include <iterator>
 
 #include "graphite_name.h"
-#include "same_text.h"
+#include "short_text.h"
 
 namespace fructosa::graphite {
 namespace {
@@ -148,12 +148,10 @@ void CarbonEncoder::append_point(CarbonFrame& frame, std::string_view path_prefi
   } else {
     p = start = room(frame, path_size + 2 * (1 + kMaxNumberText) + 1);
   }
-  std::memcpy(p, path_prefix.data(), path_prefix.size());
-  p += path_prefix.size();
+  p = copy_text(p, path_prefix.data(), path_prefix.size());
   if (!key.empty()) {
     *p++ = '.';
-    std::memcpy(p, key.data(), key.size());
-    p += key.size();
+    p = copy_text(p, key.data(), key.size());
   }
   if (protocol_ == CarbonProtocol::pickle) {
     for (double number : {timestamp, value}) {

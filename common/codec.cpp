@@ -11,7 +11,7 @@
 #include "capnp_packing.h"
 #include "compact_batch.h"
 #include "protocol.capnp.h"
-#include "same_text.h"
+#include "short_text.h"
 
 namespace fructosa {
 namespace {
@@ -455,8 +455,8 @@ void MasterDictionary::resolve_names(const WireSample& wire, const std::string& 
     throw ProtocolError(fmt::format("sample names unknown sensor #{}", wire.sensor));
   if (wire.series.size() != wire.values.size())
     throw ProtocolError(fmt::format("sample with {} series but {} values", wire.series.size(), wire.values.size()));
-  sample.host = host;
-  sample.sensor = sensors_[wire.sensor].name;
+  assign_text(sample.host, host);
+  assign_text(sample.sensor, sensors_[wire.sensor].name);
   sample.time_ns = wire.time_ns;
   sample.job = wire.job;
   // Assigned in place: a reused sample's keys are copied into the memory they already have.
@@ -466,7 +466,7 @@ void MasterDictionary::resolve_names(const WireSample& wire, const std::string& 
     if (index >= series_.size() || series_[index].sensor != wire.sensor)
       throw ProtocolError(fmt::format("sample of {} names unknown series #{}", sample.sensor, index));
     MetricValue& metric = sample.metrics[i];
-    metric.key = series_[index].key;
+    assign_text(metric.key, series_[index].key);
     metric.value = wire.values[i];
   }
 }

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "same_text.h"
+#include "short_text.h"
 
 namespace fructosa {
 

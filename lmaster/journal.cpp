@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "durable_file.h"
-#include "same_text.h"
+#include "short_text.h"
 
 namespace fructosa::master {
 
@@ -117,7 +117,7 @@ class RecordWriter {
   void u64(std::uint64_t value) { put(&value, sizeof value); }
   void text(std::string_view text) {
     u32(static_cast<std::uint32_t>(text.size()));
-    put(text.data(), text.size());
+    at_ = copy_text(at_, text.data(), text.size());
   }
   void put(const void* bytes, std::size_t size) {
     std::memcpy(at_, bytes, size);
