@@ -154,7 +154,7 @@ std::string_view SamplesEncoder::encode(std::string_view head, const std::vector
     bytes_ = std::make_unique_for_overwrite<char[]>(capacity_);
   }
   RecordWriter record(bytes_.get());
-  record.put(head.data(), head.size());
+  if (!head.empty()) record.put(head.data(), head.size());  // an empty view's data() may be null
   record.u32(static_cast<std::uint32_t>(samples.size()) | kKeysByReference);
   for (std::uint32_t i = 0; i < samples.size(); ++i) {
     const Sample& sample = samples[i];

@@ -19,7 +19,11 @@ struct Router {
   zmq::context_t context{1};
   zmq::socket_t socket{context, zmq::socket_type::router};
   std::string endpoint;
-  Router() {
+  // `queue`: how many messages libzmq reads ahead of the test (by default a thousand, which
+  // leaves a sender's socket room for a thousand messages however large).
+  explicit Router(int queue = 1000) {
+    socket.set(zmq::sockopt::rcvhwm, queue);
+    socket.set(zmq::sockopt::rcvbuf, 65536);
     socket.set(zmq::sockopt::linger, 0);
     socket.bind("tcp://127.0.0.1:*");
     endpoint = socket.get(zmq::sockopt::last_endpoint);
@@ -81,7 +85,7 @@ TEST(ZmtpDealer, SpeaksToALibzmqRouterBothWays) {
 }
 
 TEST(ZmtpDealer, KeepsWhatTheSocketCouldNotTakeInOrder) {
-  Router router;
+  Router router(1);
   ZmtpDealer dealer(router.endpoint);
   // More than the socket buffers hold while the router reads nothing: some must wait.
   const std::string big(1 << 20, 'z');
