@@ -27,10 +27,11 @@ std::string sensor_description(std::string_view sensor) {
 class Transport {
  public:
   virtual ~Transport() = default;
-  // Connects agent i; the descriptor to wait on for its input (EPOLLIN).
+  // Connects the agent; the descriptor to wait on for its input (EPOLLIN).
   virtual int open(Agent& agent) = 0;
+  // Sends (libzmq) or queues until flush() (ZMTP) one message; false when it could not.
   virtual bool post(Agent& agent, const Bytes& bytes) = 0;
-  // Reads what waits for agent i and calls `each` per message; false when the connection broke.
+  // Reads what waits for the agent and calls `each` per message; false when the connection broke.
   virtual bool receive(Agent& agent, const std::function<void(std::string_view)>& each) = 0;
   virtual void close(Agent& agent) = 0;
   // libzmq's descriptor signals edges, and a send can consume the one of waiting acks: the
