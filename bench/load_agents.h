@@ -83,8 +83,9 @@ struct Agent {
   std::deque<InFlight> in_flight;
   int owed = 0;  // due batches waiting for the window
   bool queued = false;  // in the thread's ready list
-  // plaintext mode
+  // The connection's descriptor: its own in plaintext and ZMTP modes, libzmq's ZMQ_FD else.
   int fd = -1;
+  // plaintext mode
   std::vector<std::string> paths;  // "<host>.<Sensor>[.<key>] " per value, in batch order
 };
 

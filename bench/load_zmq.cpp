@@ -189,7 +189,8 @@ class ZmqWorker {
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.u32 = i;
-    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, transport_.open(agent), &event) != 0)
+    agent.fd = transport_.open(agent);
+    if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, agent.fd, &event) != 0)
       throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
     send_hello(agent);
     after_sending(i);
@@ -204,7 +205,7 @@ class ZmqWorker {
     epoll_event event{};
     event.events = EPOLLIN | (wanted ? EPOLLOUT : 0u);
     event.data.u32 = i;
-    if (::epoll_ctl(epoll_, EPOLL_CTL_MOD, agent.zmtp->fd(), &event) != 0)
+    if (::epoll_ctl(epoll_, EPOLL_CTL_MOD, agent.fd, &event) != 0)
       throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
   }
   void flush(std::uint32_t i) {
@@ -267,7 +268,7 @@ class ZmqWorker {
     if (!agent.connected) return;
     agent.connected = transport_.receive(agent, [&](std::string_view message) { handle(i, message); });
     if (!agent.connected) {  // ZMTP only: its batches stay unacknowledged
-      ::epoll_ctl(epoll_, EPOLL_CTL_DEL, agent.zmtp->fd(), nullptr);
+      ::epoll_ctl(epoll_, EPOLL_CTL_DEL, agent.fd, nullptr);
       return;
     }
     if (!transport_.edges_only()) flush(i);  // a resync's resends
